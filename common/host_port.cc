@@ -1,0 +1,43 @@
+#include "common/host_port.h"
+
+#include <algorithm>
+
+#include "common/errors.h"
+
+namespace ddprun {
+namespace {
+
+int ParsePort(const std::string& digits, const std::string& text, const std::string& what) {
+  const bool numeric = !digits.empty() && digits.size() <= 5 &&
+                       std::all_of(digits.begin(), digits.end(), ::isdigit);
+  if (!numeric || std::stoi(digits) > 65535) {
+    throw UsageError(what + "=" + text + ": the port must be an integer between 0 and 65535");
+  }
+  return std::stoi(digits);
+}
+
+}  // namespace
+
+std::string HostPort::ToString() const {
+  const std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return port ? shown + ":" + std::to_string(*port) : shown;
+}
+
+HostPort ParseHostPort(const std::string& text, const std::string& what) {
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string::npos) throw UsageError(what + "=" + text + ": missing ']'");
+    HostPort result{text.substr(1, close - 1), std::nullopt};
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') throw UsageError(what + "=" + text + ": expected ':' after ']'");
+      result.port = ParsePort(text.substr(close + 2), text, what);
+    }
+    return result;
+  }
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return {text, std::nullopt};
+  if (text.find(':', colon + 1) != std::string::npos) return {text, std::nullopt};  // bare IPv6
+  return {text.substr(0, colon), ParsePort(text.substr(colon + 1), text, what)};
+}
+
+}  // namespace ddprun

@@ -1,0 +1,18 @@
+// host[:port] endpoints as torchrun writes them, IPv6 as "[addr]:port".
+#pragma once
+#include <optional>
+#include <string>
+
+namespace ddprun {
+
+struct HostPort {
+  std::string host;
+  std::optional<int> port;
+  std::string ToString() const;  // brackets IPv6 hosts again
+};
+
+// Parses "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 address. Throws UsageError
+// naming `what` (e.g. "--rdzv_endpoint") when the port is not an integer in 0..65535.
+HostPort ParseHostPort(const std::string& text, const std::string& what);
+
+}  // namespace ddprun

@@ -1,0 +1,70 @@
+#include "elastic/attempt_plan.h"
+
+#include <algorithm>
+
+#include "elastic/arg_template.h"
+
+namespace ddprun::elastic {
+namespace {
+
+bool ShownOnConsole(const WorkerSpec& spec, int local_rank) {
+  const auto& filter = spec.local_ranks_filter;
+  return filter.empty() || std::find(filter.begin(), filter.end(), local_rank) != filter.end();
+}
+
+// torchrun's LogsSpecs: a redirected stream goes to its file; a tee'd one to its file and,
+// prefixed, to the console; ranks outside the filter never reach the console.
+StreamRoute RouteStream(const WorkerSpec& spec, int local_rank, int stream_bit,
+                        const std::string& file) {
+  const bool tee = (spec.tee.For(local_rank) & stream_bit) != 0;
+  const bool redirect = tee || (spec.redirects.For(local_rank) & stream_bit) != 0;
+  StreamRoute route;
+  if (redirect && !spec.run_log_dir.empty()) route.file = file;
+  route.prefixed = tee;
+  route.to_console = ShownOnConsole(spec, local_rank) && (tee || !redirect);
+  return route;
+}
+
+std::string RankDir(const std::string& attempt_dir, int local_rank) {
+  return attempt_dir + "/" + std::to_string(local_rank);
+}
+
+WorkerLaunch PlanWorker(const WorkerSpec& spec, const WorkerGroupEnv& group,
+                        const std::string& attempt_dir, int local_rank) {
+  WorkerLaunch worker;
+  worker.local_rank = local_rank;
+  worker.global_rank = group.ranks.base_global_rank + local_rank;
+  const std::map<std::string, std::string> arg_values{{"local_rank", std::to_string(local_rank)}};
+  for (const auto& arg : spec.command) worker.argv.push_back(SafeSubstitute(arg, arg_values));
+  const std::string rank_dir = attempt_dir.empty() ? "" : RankDir(attempt_dir, local_rank);
+  worker.error_file = rank_dir.empty() ? "" : rank_dir + "/error.json";
+  worker.env = BuildWorkerEnv(spec.base_env, group, local_rank, worker.error_file);
+  worker.out = RouteStream(spec, local_rank, StreamSelection::kStdout, rank_dir + "/stdout.log");
+  worker.err = RouteStream(spec, local_rank, StreamSelection::kStderr, rank_dir + "/stderr.log");
+  worker.prefix = SafeSubstitute(spec.prefix_template,
+                                 {{"role_name", spec.role},
+                                  {"local_rank", std::to_string(local_rank)},
+                                  {"rank", std::to_string(worker.global_rank)},
+                                  {"hostname", spec.hostname}});
+  return worker;
+}
+
+}  // namespace
+
+std::string AttemptDir(const WorkerSpec& spec, int restart_count) {
+  if (spec.run_log_dir.empty()) return "";
+  return spec.run_log_dir + "/attempt_" + std::to_string(restart_count);
+}
+
+AttemptLaunch PlanAttempt(const WorkerSpec& spec, const WorkerGroupEnv& group) {
+  AttemptLaunch attempt;
+  attempt.attempt_dir = AttemptDir(spec, group.restart_count);
+  attempt.duplicate_stdout_filters = spec.duplicate_stdout_filters;
+  attempt.duplicate_stderr_filters = spec.duplicate_stderr_filters;
+  for (int local_rank = 0; local_rank < spec.local_world_size; ++local_rank) {
+    attempt.workers.push_back(PlanWorker(spec, group, attempt.attempt_dir, local_rank));
+  }
+  return attempt;
+}
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,36 @@
+// Turns the worker spec, this round's ranks and the attempt number into the processes to start:
+// argv with ${local_rank} substituted, environments, log files and console routing.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "elastic/launch_config.h"
+#include "elastic/process_context.h"
+#include "elastic/worker_env.h"
+
+namespace ddprun::elastic {
+
+// What the agent runs on this node, fixed for the agent's lifetime.
+struct WorkerSpec {
+  std::string role = "default";
+  int local_world_size = 1;
+  int max_restarts = 0;
+  std::vector<std::string> command;  // before ${local_rank} substitution
+  Environment base_env;              // the launcher's environment (after the OMP rule)
+  std::string run_log_dir;           // "<log_dir>/<run_id>_<random>"; empty: no files at all
+  StreamSelection redirects;
+  StreamSelection tee;
+  std::vector<int> local_ranks_filter;  // empty: every rank on the console
+  std::string prefix_template = "[${role_name}${local_rank}]:";
+  std::string hostname;
+  bool virtual_local_rank = false;
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
+};
+
+std::string AttemptDir(const WorkerSpec& spec, int restart_count);
+
+// `group` carries ranks, master address and restart count of this attempt.
+AttemptLaunch PlanAttempt(const WorkerSpec& spec, const WorkerGroupEnv& group);
+
+}  // namespace ddprun::elastic

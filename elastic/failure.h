@@ -1,0 +1,47 @@
+// Worker failures, the root cause (first failure by time) and torchrun's failure summary.
+#pragma once
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/exit_status.h"
+
+namespace ddprun::elastic {
+
+using SystemTime = std::chrono::system_clock::time_point;
+
+// How one worker process ended, as the ProcessContext reports it.
+struct WorkerExit {
+  int local_rank = 0;
+  pid_t pid = 0;
+  ExitStatus status;
+  SystemTime time;                               // when the exit was observed
+  std::optional<std::string> error_file_json;    // TORCHELASTIC_ERROR_FILE's content, if written
+  std::string spawn_error;                       // why exec failed (status 126/127), else empty
+};
+
+struct ProcessFailure {
+  int local_rank = 0;
+  int global_rank = 0;
+  pid_t pid = 0;
+  ExitStatus status;
+  SystemTime time;
+  std::string error_file;  // path, or "<N/A>" when the worker wrote none
+  std::string message;     // traceback, error message, or torchrun's fallback text
+};
+
+// Builds the failure record, taking message and timestamp from the error file when present
+// (both of torchrun's JSON formats; an unreadable file is reported in the message).
+ProcessFailure MakeFailure(const WorkerExit& exit, int global_rank, const std::string& error_file);
+
+// Index of the first failure by time (ties: the earliest in the list). `failures` is non-empty.
+std::size_t RootCauseIndex(const std::vector<ProcessFailure>& failures);
+
+// torchrun's ChildFailedError table: "<title> FAILED", other failures, root cause.
+std::string FormatFailureSummary(const std::string& entrypoint, const std::string& host,
+                                 const std::vector<ProcessFailure>& failures);
+
+}  // namespace ddprun::elastic

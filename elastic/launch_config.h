@@ -1,0 +1,84 @@
+// Everything the command line decides, resolved and validated: the CLI fills it, the agent and
+// the launcher read it. Defaults are torchrun's.
+#pragma once
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddprun::elastic {
+
+// Per-local-rank stream routing of --redirects / --tee (torchrun's Std): bit 1 stdout, bit 2
+// stderr. A single value applies to every rank; a map gives per-rank values (others 0).
+struct StreamSelection {
+  int all = 0;                  // used for ranks not in `per_rank`
+  std::map<int, int> per_rank;  // only when given as "0:1,1:2"
+  int For(int local_rank) const {
+    const auto it = per_rank.find(local_rank);
+    return it != per_rank.end() ? it->second : (per_rank.empty() ? all : 0);
+  }
+  static constexpr int kStdout = 1;
+  static constexpr int kStderr = 2;
+};
+
+// How the training script is turned into a command line.
+enum class RunMode {
+  kPython,      // <python> -u script args
+  kModule,      // <python> -u -m module args
+  kNoPython,    // script args (exec directly)
+  kRunPath,     // <python> -u -c runpy.run_path(script) args (emulates torchrun's --run_path)
+};
+
+struct LaunchConfig {
+  // Worker/node size.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  std::string nproc_per_node_text = "1";  // as given: int, auto, cpu, gpu
+  int nproc_per_node = 1;                 // resolved
+
+  // Rendezvous.
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;  // empty: master_addr:master_port for static
+  std::string rdzv_id = "none";
+  std::map<std::string, std::string> rdzv_conf;
+  bool standalone = false;  // also set when torchrun would silently go standalone
+  bool standalone_flag = false;  // --standalone given (prints the banner)
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  std::optional<int> master_port;  // none: free port for single node, else 29500
+  std::optional<std::string> local_addr;
+
+  // Agent behaviour.
+  int max_restarts = 0;
+  double monitor_interval_s = 0.1;
+  std::string start_method = "spawn";
+  std::string event_log_handler = "null";
+  std::string role = "default";
+  std::vector<std::string> signals_to_handle = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"};
+  std::chrono::seconds shutdown_timeout{30};
+  bool virtual_local_rank = false;
+
+  // What is run.
+  RunMode run_mode = RunMode::kPython;
+  std::string python;  // --python, DDPRUN_PYTHON, else "python3"
+  std::string training_script;
+  std::vector<std::string> training_script_args;
+
+  // Logs.
+  std::optional<std::string> log_dir;  // none: a temporary directory removed at exit
+  StreamSelection redirects;
+  StreamSelection tee;
+  std::vector<int> local_ranks_filter;  // empty: every rank
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
+  std::optional<std::string> log_line_prefix_template;
+
+  // Accepted for compatibility, no effect in ddprun (documented in the man page).
+  std::optional<std::string> logs_specs;
+  std::optional<std::string> numa_binding;
+
+  bool dry_run = false;
+};
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,130 @@
+#include "launcher/launch_setup.h"
+
+#include <unistd.h>
+
+#include <boost/filesystem.hpp>
+#include <cerrno>
+#include <cstdlib>
+
+#include "common/env_names.h"
+#include "common/errors.h"
+#include "common/hostname.h"
+#include "common/logging.h"
+
+extern char** environ;
+
+namespace ddprun::launcher {
+namespace fs = boost::filesystem;
+using elastic::LaunchConfig;
+using elastic::RunMode;
+
+namespace {
+
+constexpr const char* kRunPathBootstrap =
+    "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')";
+
+std::string MakeTempDir(const std::string& pattern) {
+  std::vector<char> name(pattern.begin(), pattern.end());
+  name.push_back('\0');
+  if (::mkdtemp(name.data()) == nullptr) {
+    throw SystemError(ErrnoMessage("mkdtemp " + pattern, errno) + " — pass a writable --log_dir");
+  }
+  return name.data();
+}
+
+bool AnyStreamRedirected(const LaunchConfig& config) {
+  auto any = [](const elastic::StreamSelection& selection) {
+    if (selection.all != 0) return true;
+    for (const auto& [rank, value] : selection.per_rank) {
+      if (value != 0) return true;
+    }
+    return false;
+  };
+  return any(config.redirects) || any(config.tee);
+}
+
+}  // namespace
+
+elastic::Environment CurrentEnvironment() {
+  elastic::Environment env;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string text(*entry);
+    const auto equals = text.find('=');
+    if (equals != std::string::npos) env.emplace(text.substr(0, equals), text.substr(equals + 1));
+  }
+  return env;
+}
+
+std::vector<std::string> BuildCommand(const LaunchConfig& config) {
+  std::vector<std::string> command;
+  switch (config.run_mode) {
+    case RunMode::kPython:
+      command = {config.python, "-u", config.training_script};
+      break;
+    case RunMode::kModule:
+      command = {config.python, "-u", "-m", config.training_script};
+      break;
+    case RunMode::kNoPython:
+      command = {config.training_script};
+      break;
+    case RunMode::kRunPath:
+      command = {config.python, "-u", "-c", kRunPathBootstrap, config.training_script};
+      break;
+  }
+  command.insert(command.end(), config.training_script_args.begin(),
+                 config.training_script_args.end());
+  return command;
+}
+
+std::string EntrypointName(const LaunchConfig& config) { return config.training_script; }
+
+RunLogDir::RunLogDir(const LaunchConfig& config, const std::string& run_id) {
+  std::string root;
+  if (config.log_dir) {
+    root = *config.log_dir;
+    boost::system::error_code error;
+    if (fs::exists(root, error) && !fs::is_directory(root, error)) {
+      throw UsageError("--log_dir=" + root + ": is a file; pass a directory");
+    }
+    fs::create_directories(root, error);
+    if (error) throw UsageError("--log_dir=" + root + ": " + error.message());
+  } else {
+    const char* tmp = std::getenv("TMPDIR");
+    temp_root_ = MakeTempDir(std::string(tmp && *tmp ? tmp : "/tmp") + "/torchelastic_XXXXXX");
+    root = temp_root_;
+    keep_ = AnyStreamRedirected(config);
+  }
+  run_dir_ = MakeTempDir(root + "/" + run_id + "_XXXXXX");
+}
+
+RunLogDir::~RunLogDir() {
+  if (temp_root_.empty()) return;
+  if (keep_) {
+    spdlog::warn("worker logs kept in {}", run_dir_);
+    return;
+  }
+  boost::system::error_code ignored;
+  fs::remove_all(temp_root_, ignored);
+}
+
+elastic::WorkerSpec MakeWorkerSpec(const LaunchConfig& config, const elastic::Environment& env,
+                                   const std::string& run_log_dir) {
+  elastic::WorkerSpec spec;
+  spec.role = config.role;
+  spec.local_world_size = config.nproc_per_node;
+  spec.max_restarts = config.max_restarts;
+  spec.command = BuildCommand(config);
+  spec.base_env = env;
+  spec.run_log_dir = run_log_dir;
+  spec.redirects = config.redirects;
+  spec.tee = config.tee;
+  spec.local_ranks_filter = config.local_ranks_filter;
+  if (config.log_line_prefix_template) spec.prefix_template = *config.log_line_prefix_template;
+  spec.hostname = Hostname();
+  spec.virtual_local_rank = config.virtual_local_rank;
+  spec.duplicate_stdout_filters = config.duplicate_stdout_filters;
+  spec.duplicate_stderr_filters = config.duplicate_stderr_filters;
+  return spec;
+}
+
+}  // namespace ddprun::launcher

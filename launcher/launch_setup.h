@@ -1,0 +1,41 @@
+// Turns a LaunchConfig into what the agent needs on this machine: the worker command, the
+// launcher environment, the run's log directory and the worker spec.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "elastic/attempt_plan.h"
+#include "elastic/launch_config.h"
+
+namespace ddprun::launcher {
+
+// The process environment as a map.
+elastic::Environment CurrentEnvironment();
+
+// torchrun's worker command: [python, -u, (-m), script, args...], or [script, args...].
+std::vector<std::string> BuildCommand(const elastic::LaunchConfig& config);
+
+// The name shown in "<name> FAILED": the script, module or binary.
+std::string EntrypointName(const elastic::LaunchConfig& config);
+
+// "<log_dir>/<run_id>_XXXXXX", created now. Without --log_dir it lives in a new temporary
+// torchelastic_XXXXXX directory, which is removed at exit unless some output was redirected
+// into it (then its path is printed so that the logs are not lost).
+class RunLogDir {
+ public:
+  RunLogDir(const elastic::LaunchConfig& config, const std::string& run_id);
+  ~RunLogDir();
+  RunLogDir(const RunLogDir&) = delete;
+  RunLogDir& operator=(const RunLogDir&) = delete;
+  const std::string& Path() const { return run_dir_; }
+
+ private:
+  std::string temp_root_;  // empty when --log_dir was given
+  std::string run_dir_;
+  bool keep_ = false;
+};
+
+elastic::WorkerSpec MakeWorkerSpec(const elastic::LaunchConfig& config,
+                                   const elastic::Environment& env, const std::string& run_log_dir);
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,96 @@
+#include "launcher/spawn.h"
+
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <utility>
+// Boost.Process is heavy to compile: it is included here and nowhere else.
+#include <boost/process/args.hpp>
+#include <boost/process/child.hpp>
+#include <boost/process/env.hpp>
+#include <boost/process/exe.hpp>
+#include <boost/process/extend.hpp>
+#include <boost/process/io.hpp>
+#include <boost/process/search_path.hpp>
+
+namespace ddprun::launcher {
+namespace bp = boost::process;
+namespace {
+
+#ifndef CLOSE_RANGE_CLOEXEC
+constexpr unsigned kCloseRangeCloexec = 1U << 2;
+#else
+constexpr unsigned kCloseRangeCloexec = CLOSE_RANGE_CLOEXEC;
+#endif
+
+// Runs in the child between fork and exec: only async-signal-safe calls.
+struct WorkerSetup : bp::extend::handler {
+  pid_t launcher_pid;
+  int stdout_fd;
+  int stderr_fd;
+
+  template <class Executor>
+  void on_exec_setup(Executor& /*exec*/) const {
+    setsid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher_pid) _exit(128 + SIGKILL);  // the launcher died before prctl
+    sigset_t empty;
+    sigemptyset(&empty);
+    sigprocmask(SIG_SETMASK, &empty, nullptr);
+    for (int signal = 1; signal < NSIG; ++signal) {
+      if (signal != SIGKILL && signal != SIGSTOP) ::signal(signal, SIG_DFL);
+    }
+    if (stdout_fd >= 0) dup2(stdout_fd, STDOUT_FILENO);
+    if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);
+    syscall(SYS_close_range, 3U, ~0U, kCloseRangeCloexec);
+  }
+};
+
+std::string PathOf(const std::map<std::string, std::string>& env) {
+  const auto found = env.find("PATH");
+  return found != env.end() ? found->second : "/usr/local/bin:/usr/bin:/bin";
+}
+
+// Resolves argv[0] as execvp would, against the worker's PATH.
+boost::filesystem::path ResolveProgram(const std::string& name,
+                                       const std::map<std::string, std::string>& env) {
+  if (name.find('/') != std::string::npos) return name;
+  std::vector<boost::filesystem::path> dirs;
+  const std::string path = PathOf(env);
+  for (std::size_t start = 0; start <= path.size();) {
+    const std::size_t end = std::min(path.find(':', start), path.size());
+    dirs.emplace_back(end == start ? "." : path.substr(start, end - start));
+    start = end + 1;
+  }
+  return bp::search_path(name, dirs);
+}
+
+SpawnResult Failure(const std::string& program, int error) {
+  const int code = (error == ENOENT || error == ENOTDIR) ? 127 : 126;
+  return {-1, code, "cannot execute '" + program + "': " + std::strerror(error)};
+}
+
+}  // namespace
+
+SpawnResult SpawnWorker(const SpawnRequest& request) {
+  const std::string& program = request.argv.front();
+  const boost::filesystem::path resolved = ResolveProgram(program, request.env);
+  if (resolved.empty()) return {-1, 127, "cannot execute '" + program + "': command not found"};
+  bp::environment env;
+  for (const auto& [name, value] : request.env) env[name] = value;
+  const std::vector<std::string> args(request.argv.begin() + 1, request.argv.end());
+  std::error_code error;
+  bp::child child(bp::exe = resolved.string(), bp::args = args, bp::env = env,
+                  bp::std_in < bp::null,
+                  WorkerSetup{{}, getpid(), request.stdout_fd, request.stderr_fd}, error);
+  if (error) return Failure(program, error.value());
+  const pid_t pid = child.id();
+  child.detach();  // the process context reaps it through its pidfd
+  return {pid, 0, ""};
+}
+
+}  // namespace ddprun::launcher

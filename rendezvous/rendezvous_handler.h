@@ -1,0 +1,76 @@
+// The RendezvousHandler seam: forms a round of agents and tells this agent its place in it.
+// Failures are typed so that the agent can branch on them.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+#include "rendezvous/store.h"
+
+namespace ddprun::rendezvous {
+
+class RendezvousError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class RendezvousTimeoutError : public RendezvousError {
+ public:
+  using RendezvousError::RendezvousError;
+};
+class RendezvousClosedError : public RendezvousError {
+ public:
+  using RendezvousError::RendezvousError;
+};
+class RendezvousConnectionError : public RendezvousError {
+ public:
+  using RendezvousError::RendezvousError;
+};
+
+// The outcome of one round.
+struct RendezvousInfo {
+  Store* store = nullptr;  // the round's store; null when the round has one node and no store
+  int group_rank = 0;
+  int group_world_size = 1;
+  int round = 0;
+  std::string master_addr;  // what workers get as MASTER_ADDR / MASTER_PORT
+  int master_port = 0;
+  bool use_agent_store = false;
+};
+
+class RendezvousHandler {
+ public:
+  virtual ~RendezvousHandler() = default;
+  // Blocks until the next round is complete; throws a RendezvousError.
+  virtual RendezvousInfo NextRendezvous() = 0;
+  // Agents waiting to join a new round (a membership change when > 0).
+  virtual int NumNodesWaiting() = 0;
+  virtual void SetClosed() = 0;
+  virtual bool IsClosed() = 0;
+  virtual void Shutdown() = 0;
+  virtual std::string RunId() const = 0;
+};
+
+// A round of one node with a fixed master address: standalone launches.
+class SingleNodeRendezvous : public RendezvousHandler {
+ public:
+  SingleNodeRendezvous(std::string run_id, RendezvousInfo info)
+      : run_id_(std::move(run_id)), info_(std::move(info)) {}
+  RendezvousInfo NextRendezvous() override {
+    if (closed_) throw RendezvousClosedError("the rendezvous '" + run_id_ + "' is closed");
+    RendezvousInfo info = info_;
+    info.round = round_++;
+    return info;
+  }
+  int NumNodesWaiting() override { return 0; }
+  void SetClosed() override { closed_ = true; }
+  bool IsClosed() override { return closed_; }
+  void Shutdown() override { closed_ = true; }
+  std::string RunId() const override { return run_id_; }
+
+ private:
+  std::string run_id_;
+  RendezvousInfo info_;
+  int round_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace ddprun::rendezvous
