@@ -1,0 +1,216 @@
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <optional>
+
+#include "elastic/agent.h"
+
+using namespace ddprun;
+using namespace ddprun::elastic;
+
+namespace {
+
+// Records what the agent asks for; the test decides when workers exit and stops complete.
+class FakeProcessContext : public ProcessContext {
+ public:
+  void Start(const AttemptLaunch& attempt, ExitCallback on_exit) override {
+    attempts.push_back(attempt);
+    on_exit_ = std::move(on_exit);
+  }
+  void Stop(int signal, std::chrono::milliseconds grace, std::function<void()> on_stopped) override {
+    stop_signals.push_back(signal);
+    last_grace = grace;
+    on_stopped_ = std::move(on_stopped);
+  }
+  void Exit(int local_rank, ExitStatus status) {
+    WorkerExit exit;
+    exit.local_rank = local_rank;
+    exit.pid = 100 + local_rank;
+    exit.status = status;
+    exit.time = std::chrono::system_clock::now();
+    on_exit_(exit);
+  }
+  void CompleteStop() {
+    REQUIRE(on_stopped_);
+    auto callback = std::exchange(on_stopped_, nullptr);
+    callback();
+  }
+  int RestartCountOfLastAttempt() const {
+    return std::stoi(attempts.back().workers.front().env.at("TORCHELASTIC_RESTART_COUNT"));
+  }
+
+  std::vector<AttemptLaunch> attempts;
+  std::vector<int> stop_signals;
+  std::chrono::milliseconds last_grace{-1};
+
+ private:
+  ExitCallback on_exit_;
+  std::function<void()> on_stopped_;
+};
+
+class FailingRendezvous : public rendezvous::SingleNodeRendezvous {
+ public:
+  FailingRendezvous() : SingleNodeRendezvous("job", {}) {}
+  rendezvous::RendezvousInfo NextRendezvous() override {
+    throw rendezvous::RendezvousTimeoutError("rendezvous timed out after 600 s");
+  }
+};
+
+WorkerSpec Spec(int workers, int max_restarts) {
+  WorkerSpec spec;
+  spec.local_world_size = workers;
+  spec.max_restarts = max_restarts;
+  spec.command = {"python3", "-u", "train.py", "--rank=${local_rank}"};
+  spec.run_log_dir = "/logs/job_x";
+  return spec;
+}
+
+rendezvous::RendezvousInfo Master() {
+  rendezvous::RendezvousInfo info;
+  info.master_addr = "localhost";
+  info.master_port = 1234;
+  return info;
+}
+
+struct Harness {
+  explicit Harness(int workers, int max_restarts = 0)
+      : rendezvous("job", Master()),
+        agent(Spec(workers, max_restarts), {std::chrono::milliseconds{500}}, rendezvous, processes) {
+    agent.Run([this](const AgentResult& done) {
+      REQUIRE_FALSE(result.has_value());
+      result = done;
+    });
+  }
+  rendezvous::SingleNodeRendezvous rendezvous;
+  FakeProcessContext processes;
+  Agent agent;
+  std::optional<AgentResult> result;
+};
+
+}  // namespace
+
+TEST_CASE("the agent starts one worker per local rank with the planned command", "[elastic][agent]") {
+  Harness h(3);
+  REQUIRE(h.processes.attempts.size() == 1);
+  const auto& attempt = h.processes.attempts[0];
+  CHECK(attempt.attempt_dir == "/logs/job_x/attempt_0");
+  REQUIRE(attempt.workers.size() == 3);
+  CHECK(attempt.workers[2].argv == std::vector<std::string>{"python3", "-u", "train.py", "--rank=2"});
+  CHECK(attempt.workers[2].env.at("RANK") == "2");
+  CHECK(attempt.workers[2].env.at("WORLD_SIZE") == "3");
+  CHECK(attempt.workers[2].env.at("MASTER_PORT") == "1234");
+  CHECK(attempt.workers[2].error_file == "/logs/job_x/attempt_0/2/error.json");
+  CHECK_FALSE(h.result);
+}
+
+TEST_CASE("all workers exiting 0 is success after the group is cleaned up", "[elastic][agent]") {
+  Harness h(2);
+  h.processes.Exit(0, ExitStatus::Exited(0));
+  CHECK(h.processes.stop_signals.empty());
+  h.processes.Exit(1, ExitStatus::Exited(0));
+  CHECK_FALSE(h.result);
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->state == AgentResult::State::kSucceeded);
+  CHECK(h.result->ExitCode() == 0);
+}
+
+TEST_CASE("a failing worker stops the others and its code becomes the exit code", "[elastic][agent]") {
+  Harness h(3);
+  h.processes.Exit(1, ExitStatus::Exited(3));
+  REQUIRE(h.processes.stop_signals == std::vector<int>{SIGTERM});
+  CHECK(h.processes.last_grace == std::chrono::milliseconds{500});
+  h.processes.Exit(0, ExitStatus::Signaled(SIGTERM));
+  h.processes.Exit(2, ExitStatus::Exited(0));
+  CHECK_FALSE(h.result);
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->state == AgentResult::State::kFailed);
+  REQUIRE(h.result->failures.size() == 2);
+  CHECK(h.result->failures[RootCauseIndex(h.result->failures)].local_rank == 1);
+  CHECK(h.result->ExitCode() == 3);
+}
+
+TEST_CASE("a worker killed by a signal gives 128+N", "[elastic][agent]") {
+  Harness h(1);
+  h.processes.Exit(0, ExitStatus::Signaled(SIGKILL));
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->ExitCode() == 137);
+}
+
+TEST_CASE("failures restart the group up to max_restarts with a growing restart count", "[elastic][agent]") {
+  Harness h(2, 2);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    REQUIRE(h.processes.attempts.size() == static_cast<std::size_t>(attempt + 1));
+    CHECK(h.processes.RestartCountOfLastAttempt() == attempt);
+    CHECK(h.processes.attempts.back().attempt_dir == "/logs/job_x/attempt_" + std::to_string(attempt));
+    CHECK(h.processes.attempts.back().workers[0].env.at("TORCHELASTIC_MAX_RESTARTS") == "2");
+    h.processes.Exit(0, ExitStatus::Exited(7));
+    h.processes.Exit(1, ExitStatus::Signaled(SIGTERM));
+    h.processes.CompleteStop();
+  }
+  CHECK(h.processes.attempts.size() == 3);
+  REQUIRE(h.result);
+  CHECK(h.result->ExitCode() == 7);
+  CHECK(h.result->restart_count == 2);
+}
+
+TEST_CASE("a restarted group that succeeds ends in success", "[elastic][agent]") {
+  Harness h(1, 1);
+  h.processes.Exit(0, ExitStatus::Exited(1));
+  h.processes.CompleteStop();
+  REQUIRE(h.processes.attempts.size() == 2);
+  h.processes.Exit(0, ExitStatus::Exited(0));
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->state == AgentResult::State::kSucceeded);
+}
+
+TEST_CASE("a handled signal is forwarded and ends the run with 128+N", "[elastic][agent]") {
+  Harness h(2, 3);
+  h.agent.HandleSignal(SIGTERM);
+  REQUIRE(h.processes.stop_signals == std::vector<int>{SIGTERM});
+  h.processes.Exit(0, ExitStatus::Signaled(SIGTERM));
+  h.processes.Exit(1, ExitStatus::Exited(0));
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->state == AgentResult::State::kStopped);
+  CHECK(h.result->ExitCode() == 143);
+  CHECK(h.processes.attempts.size() == 1);  // no restart after a signal
+}
+
+TEST_CASE("a second signal kills the workers at once", "[elastic][agent]") {
+  Harness h(1);
+  h.agent.HandleSignal(SIGINT);
+  h.agent.HandleSignal(SIGINT);
+  CHECK(h.processes.stop_signals == std::vector<int>{SIGINT, SIGKILL});
+  CHECK(h.processes.last_grace == std::chrono::milliseconds{0});
+  h.processes.Exit(0, ExitStatus::Signaled(SIGKILL));
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->ExitCode() == 130);
+}
+
+TEST_CASE("a signal during failure teardown wins over restarts", "[elastic][agent]") {
+  Harness h(2, 5);
+  h.processes.Exit(0, ExitStatus::Exited(4));
+  h.agent.HandleSignal(SIGHUP);
+  h.processes.Exit(1, ExitStatus::Signaled(SIGHUP));
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->ExitCode() == 128 + SIGHUP);
+  CHECK(h.processes.attempts.size() == 1);
+}
+
+TEST_CASE("a rendezvous error ends the run with one line and exit code 1", "[elastic][agent]") {
+  FailingRendezvous rendezvous;
+  FakeProcessContext processes;
+  Agent agent(Spec(1, 0), {}, rendezvous, processes);
+  std::optional<AgentResult> result;
+  agent.Run([&](const AgentResult& done) { result = done; });
+  REQUIRE(result);
+  CHECK(result->state == AgentResult::State::kError);
+  CHECK(result->error == "rendezvous timed out after 600 s");
+  CHECK(result->ExitCode() == 1);
+  CHECK(processes.attempts.empty());
+}
