@@ -1,0 +1,162 @@
+// CLI11 parses the argv that cli_abbrev.cc has already normalised (canonical names, no script);
+// it contributes help formatting and option bookkeeping. Values stay strings until
+// cli_config.cc validates them, so that PET_* values get the same checks and messages.
+#include "launcher/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+#include "common/errors.h"
+#include "launcher/cli_internal.h"
+
+namespace ddprun::launcher {
+namespace {
+
+using cli::OptionSpec;
+
+constexpr const char* kDescription =
+    "ddprun: a native drop-in replacement for torchrun (Torch Distributed Elastic Training "
+    "Launcher).";
+constexpr const char* kFooter =
+    "Options come before the training script; everything after it goes to the script.\n"
+    "Multi-word options are spelled both --a_b and --a-b; unambiguous prefixes are accepted.\n"
+    "[PET_X] marks the environment variable that gives the option's default.";
+
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "usage: ddprun [options] training_script [training_script_args...]\n";
+  }
+};
+
+std::string CliNames(const OptionSpec& spec) {
+  std::string names = spec.short_name != 0 ? std::string("-") + spec.short_name + "," : "";
+  for (const std::string& name : cli::LongNames(spec)) names += name + ",";
+  names.pop_back();
+  return names;
+}
+
+std::string HelpText(const OptionSpec& spec) {
+  return spec.pet ? std::string(spec.help) + " [" + cli::PetName(spec) + "]" : spec.help;
+}
+
+std::string OneLine(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
+// The CLI11 application over the option table, with string storage for every value.
+class Parser {
+ public:
+  Parser() : app_(kDescription, "ddprun") {
+    app_.formatter(std::make_shared<HelpFormatter>());
+    app_.get_formatter()->column_width(46);
+    app_.footer(kFooter);
+    app_.prefix_command();
+    app_.set_help_flag();
+    for (const OptionSpec& spec : cli::Options()) Add(spec);
+  }
+
+  // Returns the --help or --version text, or std::nullopt to run.
+  std::optional<std::string> Parse(std::vector<std::string> options) {
+    std::reverse(options.begin(), options.end());
+    try {
+      app_.parse(options);
+    } catch (const CLI::CallForHelp&) {
+      return app_.help();
+    } catch (const CLI::ParseError& error) {
+      throw UsageError(OneLine(error.what()));
+    }
+    RejectRemaining();
+    if (options_.at("version")->count() > 0) return std::string("ddprun ") + DDPRUN_VERSION + "\n";
+    return std::nullopt;
+  }
+
+  cli::RawValues Collect(const EnvLookup& env) const {
+    cli::RawValues raw;
+    for (const OptionSpec& spec : cli::Options()) {
+      const std::string dest = spec.dest;
+      const bool given = options_.at(dest)->count() > 0;
+      const auto from_env = !given && spec.pet ? env(cli::PetName(spec)) : std::nullopt;
+      if (spec.metavar == nullptr) {
+        if (given) raw.flags[dest] = true;
+        if (from_env) raw.flags[dest] = cli::ParseEnvFlag(*from_env, cli::PetName(spec));
+      } else if (given) {
+        raw.values[dest] = {values_.at(dest), "--" + dest};
+      } else if (from_env) {
+        raw.values[dest] = {*from_env, cli::PetName(spec)};
+      }
+    }
+    return raw;
+  }
+
+ private:
+  void Add(const OptionSpec& spec) {
+    CLI::Option* option = nullptr;
+    std::string help = HelpText(spec);
+    if (std::string(spec.dest) == "help") {
+      option = app_.set_help_flag(CliNames(spec), help);
+    } else if (spec.metavar == nullptr) {
+      option = app_.add_flag(CliNames(spec))->description(help);
+    } else {
+      option = app_.add_option(CliNames(spec), values_[spec.dest], help);
+      option->type_name(spec.metavar)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    }
+    option->group(spec.group);
+    options_[spec.dest] = option;
+  }
+
+  // With prefix_command(), CLI11 leaves an unknown option and all that follows in remaining().
+  void RejectRemaining() const {
+    const std::vector<std::string> remaining = app_.remaining();
+    if (remaining.empty()) return;
+    throw UsageError("unrecognized argument " + remaining.front() + "; see ddprun --help");
+  }
+
+  CLI::App app_;
+  std::map<std::string, std::string> values_;
+  std::map<std::string, CLI::Option*> options_;
+};
+
+}  // namespace
+
+namespace cli {
+
+const Given* RawValues::Find(const std::string& dest) const {
+  const auto it = values.find(dest);
+  return it == values.end() ? nullptr : &it->second;
+}
+
+bool RawValues::On(const std::string& dest) const {
+  const auto it = flags.find(dest);
+  return it != flags.end() && it->second;
+}
+
+}  // namespace cli
+
+CliResult ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env,
+                           const GpuCounter& gpus) {
+  const cli::SplitArgs split = cli::NormaliseArgs(args);
+  Parser parser;
+  if (auto text = parser.Parse(split.options)) {
+    return {CliResult::Action::kPrintAndExit, {}, std::move(*text)};
+  }
+  return {CliResult::Action::kRun, cli::BuildConfig(parser.Collect(env), split, env, gpus), ""};
+}
+
+CliResult ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env) {
+  return ParseCommandLine(args, env, CudaDeviceCount);
+}
+
+EnvLookup ProcessEnv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+}  // namespace ddprun::launcher

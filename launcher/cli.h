@@ -1,0 +1,37 @@
+// The ddprun command line: torchrun's flags, spellings, prefix abbreviations and PET_*
+// environment defaults, turned into a validated, resolved elastic::LaunchConfig. Any bad input
+// (flag, PET_* variable, missing script) throws UsageError with one line naming the flag or
+// variable, the value and what is accepted; the caller prints "ddprun: error: <msg>", exits 2.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "elastic/launch_config.h"
+#include "launcher/nproc.h"
+
+namespace ddprun::launcher {
+
+// Reads one environment variable; std::nullopt when it is not set.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+struct CliResult {
+  enum class Action { kRun, kPrintAndExit };
+  Action action = Action::kRun;
+  elastic::LaunchConfig config;  // valid when kRun
+  std::string text;              // --help / --version text when kPrintAndExit (stdout, exit 0)
+};
+
+// Parses `args` (argv without argv[0]); `env` supplies PET_* and the other variables read.
+// Resolves as torchrun's run(): standalone switch, master port 29500, static endpoint
+// master_addr:master_port, rdzv_conf rank/timeout, nproc_per_node (GPUs counted by `gpus`).
+CliResult ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env,
+                           const GpuCounter& gpus);
+// Same, counting GPUs through the CUDA driver.
+CliResult ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env);
+
+// The process environment (getenv).
+EnvLookup ProcessEnv();
+
+}  // namespace ddprun::launcher

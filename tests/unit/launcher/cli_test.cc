@@ -1,0 +1,629 @@
+#include "launcher/cli.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "common/errors.h"
+#include "launcher/cli_internal.h"
+
+namespace {
+
+using ddprun::UsageError;
+using ddprun::elastic::LaunchConfig;
+using ddprun::elastic::RunMode;
+using ddprun::launcher::CliResult;
+using ddprun::launcher::EnvLookup;
+using ddprun::launcher::GpuCount;
+using ddprun::launcher::GpuCounter;
+using ddprun::launcher::ParseCommandLine;
+using Args = std::vector<std::string>;
+using Env = std::map<std::string, std::string>;
+namespace fs = std::filesystem;
+namespace cli = ddprun::launcher::cli;
+
+// A directory with train.py, an executable "trainer", an executable "tool.py" and a plain file.
+class Scripts {
+ public:
+  Scripts() {
+    std::string pattern = (fs::temp_directory_path() / "ddprun_cli_test_XXXXXX").string();
+    dir_ = ::mkdtemp(pattern.data());
+    Write("train.py", 0644);
+    Write("trainer", 0755);
+    Write("tool.py", 0755);
+    Write("data", 0644);
+  }
+  ~Scripts() { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Dir() const { return dir_.string(); }
+
+ private:
+  void Write(const std::string& name, mode_t mode) const {
+    std::ofstream(dir_ / name) << "#!/bin/sh\n";
+    ::chmod(Path(name).c_str(), mode);
+  }
+  fs::path dir_;
+};
+
+const Scripts& Files() {
+  static const Scripts scripts;
+  return scripts;
+}
+
+std::string Train() { return Files().Path("train.py"); }
+
+EnvLookup FakeEnv(Env vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    return it == vars.end() ? std::nullopt : std::optional(it->second);
+  };
+}
+
+GpuCounter Gpus(int count) {
+  return [count] { return GpuCount{count, count > 0 ? "" : "no driver in tests"}; };
+}
+
+CliResult Parse(const Args& args, const Env& env = {}, int gpus = 0) {
+  return ParseCommandLine(args, FakeEnv(env), Gpus(gpus));
+}
+
+LaunchConfig Config(const Args& args, const Env& env = {}, int gpus = 0) {
+  const CliResult result = Parse(args, env, gpus);
+  REQUIRE(result.action == CliResult::Action::kRun);
+  return result.config;
+}
+
+// Options then the training script.
+LaunchConfig ConfigWith(Args options, const Env& env = {}) {
+  options.push_back(Train());
+  return Config(options, env);
+}
+
+std::string ErrorOf(const Args& args, const Env& env = {}) {
+  try {
+    Parse(args, env);
+  } catch (const UsageError& error) {
+    const std::string message = error.what();
+    CHECK(message.find('\n') == std::string::npos);
+    return message;
+  }
+  FAIL("no UsageError");
+  return "";
+}
+
+std::string ErrorWith(Args options, const Env& env = {}) {
+  options.push_back(Train());
+  return ErrorOf(options, env);
+}
+
+// A valid value for every option, for the spelling tests.
+const std::map<std::string, std::string> kSamples = {
+    {"nnodes", "1"},
+    {"nproc_per_node", "2"},
+    {"rdzv_backend", "c10d"},
+    {"rdzv_endpoint", "host:29400"},
+    {"rdzv_id", "job"},
+    {"rdzv_conf", "join_timeout=5"},
+    {"node_rank", "0"},
+    {"master_addr", "10.0.0.1"},
+    {"master_port", "1234"},
+    {"local_addr", "10.0.0.2"},
+    {"max_restarts", "2"},
+    {"monitor_interval", "0.5"},
+    {"role", "trainer"},
+    {"python", "/usr/bin/python3"},
+    {"signals_to_handle", "SIGUSR1"},
+    {"shutdown_timeout", "7"},
+    {"log_dir", "/tmp/ddprun_cli_test_logs"},
+    {"redirects", "3"},
+    {"tee", "1"},
+    {"local_ranks_filter", "0"},
+    {"duplicate_stdout_filters", "x"},
+    {"duplicate_stderr_filters", "y"},
+    {"log_line_prefix_template", "${rank}:"},
+    {"start_method", "fork"},
+    {"event_log_handler", "console"},
+    {"logs_specs", "mine"},
+    {"numa_binding", "node"},
+};
+
+}  // namespace
+
+TEST_CASE("defaults are torchrun's, single node goes standalone", "[cli]") {
+  const LaunchConfig config = Config({Train()});
+  CHECK(config.min_nodes == 1);
+  CHECK(config.max_nodes == 1);
+  CHECK(config.nproc_per_node == 1);
+  CHECK(config.rdzv_backend == "c10d");
+  CHECK(config.rdzv_endpoint == "localhost:0");
+  CHECK(config.standalone);
+  CHECK_FALSE(config.standalone_flag);
+  CHECK(config.master_port == 29500);
+  CHECK(config.max_restarts == 0);
+  CHECK(config.monitor_interval_s == 0.1);
+  CHECK(config.shutdown_timeout == std::chrono::seconds(30));
+  CHECK(config.python == "python3");
+  CHECK(config.run_mode == RunMode::kPython);
+  CHECK(config.training_script == Train());
+  CHECK(config.training_script_args.empty());
+  CHECK(config.rdzv_conf == std::map<std::string, std::string>{{"timeout", "900"}});
+  CHECK(config.redirects.For(0) == 0);
+  CHECK_FALSE(config.log_dir);
+  CHECK_FALSE(config.dry_run);
+}
+
+TEST_CASE("every option accepts every spelling", "[cli]") {
+  for (const cli::OptionSpec& spec : cli::Options()) {
+    const std::string dest = spec.dest;
+    if (dest == "help" || dest == "version") continue;
+    for (const std::string& name : cli::LongNames(spec)) {
+      INFO(name);
+      if (dest == "no_python") {
+        CHECK_NOTHROW(Config({name, Files().Path("trainer")}));
+      } else if (spec.metavar == nullptr) {
+        CHECK_NOTHROW(ConfigWith({name}));
+      } else {
+        CHECK_NOTHROW(ConfigWith({name, kSamples.at(dest)}));
+        CHECK_NOTHROW(ConfigWith({name + "=" + kSamples.at(dest)}));
+      }
+    }
+  }
+  CHECK(ConfigWith({"--nproc-per-node", "3"}).nproc_per_node == 3);
+  CHECK(ConfigWith({"--nproc_per_node=3"}).nproc_per_node == 3);
+  CHECK(ConfigWith({"--max-restarts=4"}).max_restarts == 4);
+  CHECK(ConfigWith({"--shutdown-timeout", "4"}).shutdown_timeout == std::chrono::seconds(4));
+  CHECK(ConfigWith({"--dry-run"}).dry_run);
+}
+
+TEST_CASE("short options -m, -r, -t and -h", "[cli]") {
+  CHECK(Config({"-m", "pkg.train"}).run_mode == RunMode::kModule);
+  CHECK(ConfigWith({"-r", "3"}).redirects.all == 3);
+  CHECK(ConfigWith({"-r2"}).redirects.all == 2);
+  CHECK(ConfigWith({"-r=1"}).redirects.all == 1);
+  CHECK(ConfigWith({"-t", "0:1,1:3"}).tee.For(1) == 3);
+  CHECK(Parse({"-h"}).action == CliResult::Action::kPrintAndExit);
+  CHECK(Parse({"-mh"}).action == CliResult::Action::kPrintAndExit);
+  CHECK_THAT(ErrorOf({"-x", Train()}), Catch::Contains("unrecognized argument -x"));
+  CHECK_THAT(ErrorOf({"-r"}), Catch::Contains("argument --redirects: expected one argument"));
+}
+
+TEST_CASE("unambiguous prefixes are accepted", "[cli]") {
+  CHECK(ConfigWith({"--nproc=4"}).nproc_per_node == 4);
+  CHECK(ConfigWith({"--nproc", "4"}).nproc_per_node == 4);
+  CHECK(ConfigWith({"--nproc-per", "5"}).nproc_per_node == 5);
+  CHECK(ConfigWith({"--master_p", "29561"}).master_port == 29561);
+  CHECK(ConfigWith({"--master-p=29562"}).master_port == 29562);
+  CHECK(ConfigWith({"--stand"}).standalone_flag);
+  CHECK_THAT(Parse({"--vers"}).text, Catch::StartsWith("ddprun "));
+  CHECK(Parse({"--he"}).action == CliResult::Action::kPrintAndExit);
+}
+
+TEST_CASE("ambiguous prefixes name every candidate", "[cli]") {
+  const std::string message = ErrorWith({"--d", "x"});
+  CHECK_THAT(message, Catch::Contains("ambiguous option: --d"));
+  CHECK_THAT(message, Catch::Contains("--dry_run"));
+  CHECK_THAT(message, Catch::Contains("--duplicate_stdout_filters"));
+  CHECK_THAT(message, Catch::Contains("--duplicate_stderr_filters"));
+  CHECK_THAT(ErrorWith({"--mo"}),
+             Catch::Contains("--module") && Catch::Contains("--monitor_interval"));
+  CHECK_THAT(ErrorWith({"--rdzv", "x"}), Catch::Contains("ambiguous option: --rdzv"));
+}
+
+TEST_CASE("normalisation rewrites options to canonical tokens", "[cli]") {
+  const cli::SplitArgs split = cli::NormaliseArgs(
+      {"--nproc-per=2", "-m", "--master_p", "-1", "-t3", "mod", "--nnodes", "9"});
+  CHECK(split.options ==
+        Args{"--nproc_per_node", "2", "--module", "--master_port", "-1", "--tee", "3"});
+  CHECK(split.script == "mod");
+  CHECK(split.script_args == Args{"--nnodes", "9"});
+}
+
+TEST_CASE("a flag given a value and an option without one are errors", "[cli]") {
+  CHECK(ErrorWith({"--standalone=1"}) == "argument --standalone: ignored explicit argument '1'");
+  CHECK_THAT(ErrorOf({"--nnodes"}), Catch::Contains("argument --nnodes: expected one argument"));
+  CHECK_THAT(ErrorOf({"--nnodes", "--standalone", Train()}),
+             Catch::Contains("argument --nnodes: expected one argument"));
+}
+
+TEST_CASE("negative numbers are values, not options", "[cli]") {
+  CHECK_THAT(ErrorWith({"--max_restarts", "-1"}), Catch::Contains("--max_restarts=-1"));
+  CHECK_THAT(ErrorWith({"--monitor_interval", "-.5"}), Catch::Contains("--monitor_interval=-.5"));
+}
+
+TEST_CASE("everything after the script goes to the script untouched", "[cli]") {
+  const LaunchConfig config =
+      Config({"--nnodes", "1", Train(), "--nnodes", "5", "-h", "--bogus", "--version", "x"});
+  CHECK(config.training_script_args == Args{"--nnodes", "5", "-h", "--bogus", "--version", "x"});
+  CHECK(config.min_nodes == 1);
+}
+
+TEST_CASE("one lone -- before or after the script is dropped", "[cli]") {
+  CHECK(Config({Train(), "--", "--x", "y"}).training_script_args == Args{"--x", "y"});
+  CHECK(Config({"--nproc", "2", "--", Train(), "a"}).training_script_args == Args{"a"});
+  CHECK(Config({"--", Train(), "--", "a"}).training_script_args == Args{"--", "a"});
+  CHECK(Config({Train(), "--", "--", "a"}).training_script_args == Args{"--", "a"});
+  CHECK(Config({Train(), "a", "--"}).training_script_args == Args{"a", "--"});
+  CHECK(Config({"-m", "--", "--weird"}).training_script == "--weird");
+  CHECK_THAT(ErrorOf({"--"}), Catch::StartsWith("the training script is missing"));
+}
+
+TEST_CASE("missing script and unknown options", "[cli]") {
+  CHECK(ErrorOf({}) ==
+        "the training script is missing: ddprun [options] training_script [args...]");
+  CHECK(ErrorOf({"--nnodes", "2"}) ==
+        "the training script is missing: ddprun [options] training_script [args...]");
+  CHECK(ErrorWith({"--bogus"}) == "unrecognized argument --bogus; see ddprun --help");
+  CHECK(ErrorWith({"--bogus=3"}) == "unrecognized argument --bogus=3; see ddprun --help");
+  CHECK_THAT(ErrorWith({"--=3"}), Catch::Contains("unrecognized argument --=3"));
+}
+
+TEST_CASE("--nnodes validation", "[cli]") {
+  CHECK(ConfigWith({"--nnodes=2:4"}).min_nodes == 2);
+  CHECK(ConfigWith({"--nnodes=2:4"}).max_nodes == 4);
+  CHECK(ConfigWith({"--nnodes=3"}).max_nodes == 3);
+  for (const std::string bad : {"0", "3:2", "a", "1:2:3", "0:2", "-1", "1:b", ""}) {
+    const std::string message = ErrorWith({"--nnodes=" + bad});
+    CHECK_THAT(message, Catch::StartsWith("--nnodes=" + bad + ": "));
+    CHECK_THAT(message, Catch::Contains("MIN:MAX"));
+  }
+  CHECK_THAT(ErrorWith({"--nnodes=3:2"}), Catch::Contains("min_nodes=3, max_nodes=2"));
+  CHECK_THAT(ErrorWith({"--nnodes=1:2:3"}), Catch::Contains("not in \"MIN:MAX\" format"));
+}
+
+TEST_CASE("--nproc_per_node validation and resolution", "[cli]") {
+  for (const std::string bad : {"-1", "0", "foo"}) {
+    const std::string message = ErrorWith({"--nproc_per_node=" + bad});
+    CHECK_THAT(message, Catch::StartsWith("--nproc_per_node=" + bad + ": "));
+    CHECK_THAT(message, Catch::Contains("positive integer, auto, cpu or gpu"));
+  }
+  CHECK(Config({"--nproc_per_node=gpu", Train()}, {}, 4).nproc_per_node == 4);
+  CHECK(Config({"--nproc_per_node=gpu", Train()}, {}, 4).nproc_per_node_text == "gpu");
+  CHECK(Config({"--nproc_per_node=auto", Train()}, {}, 2).nproc_per_node == 2);
+  CHECK(Config({"--nproc_per_node=auto", Train()}, {}, 0).nproc_per_node ==
+        ddprun::launcher::OnlineCpuCount());
+  CHECK(ConfigWith({"--nproc_per_node=cpu"}).nproc_per_node == ddprun::launcher::OnlineCpuCount());
+  CHECK(ErrorWith({"--nproc_per_node=gpu"}) ==
+        "--nproc_per_node=gpu: no CUDA GPU found (no driver in tests); use an integer or cpu");
+}
+
+TEST_CASE("integer and number options are range checked", "[cli]") {
+  CHECK_THAT(ErrorWith({"--master_port=70000"}),
+             Catch::StartsWith("--master_port=70000: ") && Catch::Contains("0 and 65535"));
+  CHECK_THAT(ErrorWith({"--master_port=x"}), Catch::StartsWith("--master_port=x: "));
+  CHECK_THAT(ErrorWith({"--max_restarts=-1"}),
+             Catch::StartsWith("--max_restarts=-1: ") && Catch::Contains(">= 0"));
+  CHECK_THAT(ErrorWith({"--max_restarts=1.5"}), Catch::StartsWith("--max_restarts=1.5: "));
+  CHECK_THAT(ErrorWith({"--node_rank=-2"}), Catch::StartsWith("--node_rank=-2: "));
+  for (const std::string bad : {"0", "-1", "abc", "nan", "inf"}) {
+    CHECK_THAT(ErrorWith({"--monitor_interval=" + bad}),
+               Catch::StartsWith("--monitor_interval=" + bad + ": ") && Catch::Contains("> 0"));
+  }
+  CHECK(ConfigWith({"--monitor_interval=5"}).monitor_interval_s == 5.0);
+  CHECK_THAT(ErrorWith({"--shutdown-timeout=-3"}),
+             Catch::StartsWith("--shutdown_timeout=-3: ") && Catch::Contains("non-negative"));
+  CHECK(ConfigWith({"--shutdown_timeout=0"}).shutdown_timeout == std::chrono::seconds(0));
+}
+
+TEST_CASE("--redirects and --tee take 0..3 or a per-rank map", "[cli]") {
+  const LaunchConfig config = ConfigWith({"--redirects=0:1,3:2", "--tee=3"});
+  CHECK(config.redirects.For(0) == 1);
+  CHECK(config.redirects.For(3) == 2);
+  CHECK(config.redirects.For(1) == 0);
+  CHECK(config.tee.For(7) == 3);
+  for (const std::string bad : {"9", "4", "0:4", "10:1", "0:1,", "a", ""}) {
+    CHECK_THAT(ErrorWith({"--redirects=" + bad}),
+               Catch::StartsWith("--redirects=" + bad + ": ") && Catch::Contains("0:1,1:3"));
+    CHECK_THAT(ErrorWith({"-t", bad}), Catch::StartsWith("--tee=" + bad + ": "));
+  }
+}
+
+TEST_CASE("--local_ranks_filter is a comma list of integers", "[cli]") {
+  CHECK(ConfigWith({"--local_ranks_filter=2,0,2"}).local_ranks_filter == std::vector<int>{0, 2});
+  CHECK(ConfigWith({"--local_ranks_filter="}).local_ranks_filter.empty());
+  for (const std::string bad : {"a", "0,,1", "0,", "1.5"}) {
+    CHECK_THAT(ErrorWith({"--local_ranks_filter=" + bad}),
+               Catch::StartsWith("--local_ranks_filter=" + bad + ": ") &&
+                   Catch::Contains("comma-separated list of integers"));
+  }
+}
+
+TEST_CASE("--rdzv_conf is k=v,k=v", "[cli]") {
+  const LaunchConfig config = ConfigWith({"--rdzv_backend=c10d", "--rdzv_conf= a=1 , b = x=y "});
+  CHECK(config.rdzv_conf ==
+        std::map<std::string, std::string>{{"a", "1"}, {"b", "x=y"}, {"timeout", "900"}});
+  CHECK(ConfigWith({"--rdzv_backend=c10d", "--rdzv_conf=timeout=60"}).rdzv_conf.at("timeout") ==
+        "60");
+  CHECK_THAT(ErrorWith({"--rdzv_conf==1"}),
+             Catch::StartsWith("--rdzv_conf==1: ") && Catch::Contains("<key1>=<value1>"));
+  CHECK_THAT(ErrorWith({"--rdzv_conf=a=1,,b=2"}), Catch::Contains("<key1>=<value1>"));
+  CHECK_THAT(ErrorWith({"--rdzv_conf=foo"}),
+             Catch::StartsWith("--rdzv_conf=foo: ") && Catch::Contains("'foo' must have a value"));
+  CHECK_THAT(ErrorWith({"--rdzv_conf=foo="}), Catch::Contains("'foo' must have a value"));
+}
+
+TEST_CASE("choices: backend, start method, numa binding, event log handler", "[cli]") {
+  CHECK(ConfigWith({"--rdzv_backend=etcd-v2", "--rdzv_endpoint=h:2379"}).rdzv_backend == "etcd-v2");
+  CHECK_THAT(
+      ErrorWith({"--rdzv_backend=zk"}),
+      Catch::StartsWith("--rdzv_backend=zk: ") && Catch::Contains("static, c10d, etcd or etcd-v2"));
+  CHECK(ConfigWith({"--start_method=forkserver"}).start_method == "forkserver");
+  CHECK_THAT(
+      ErrorWith({"--start_method=thread"}),
+      Catch::StartsWith("--start_method=thread: ") && Catch::Contains("spawn, fork or forkserver"));
+  CHECK(ConfigWith({"--numa_binding=core-complex"}).numa_binding == "core-complex");
+  CHECK_THAT(ErrorWith({"--numa_binding=x"}),
+             Catch::StartsWith("--numa_binding=x: ") && Catch::Contains("socket"));
+  CHECK(ConfigWith({"--event_log_handler=console"}).event_log_handler == "console");
+  CHECK_THAT(ErrorWith({"--event_log_handler=x"}), Catch::StartsWith("--event_log_handler=x: "));
+  CHECK(ConfigWith({"--logs_specs=custom"}).logs_specs == "custom");
+}
+
+TEST_CASE("--signals_to_handle takes signal names", "[cli]") {
+  CHECK(ConfigWith({"--signals_to_handle=SIGUSR1, TERM"}).signals_to_handle ==
+        Args{"SIGUSR1", "SIGTERM"});
+  CHECK_THAT(
+      ErrorWith({"--signals_to_handle=SIGTERM,SIGFOO"}),
+      Catch::StartsWith("--signals_to_handle=SIGTERM,SIGFOO: ") && Catch::Contains("SIGFOO"));
+  CHECK_THAT(ErrorWith({"--signals_to_handle=SIGKILL"}),
+             Catch::Contains("SIGKILL cannot be handled"));
+  CHECK_THAT(ErrorWith({"--signals_to_handle="}), Catch::StartsWith("--signals_to_handle=: "));
+}
+
+TEST_CASE("--rdzv_endpoint is host[:port]", "[cli]") {
+  CHECK(ConfigWith({"--rdzv_backend=c10d", "--rdzv_endpoint=[::1]:29400"}).rdzv_endpoint ==
+        "[::1]:29400");
+  CHECK_THAT(ErrorWith({"--rdzv_backend=c10d", "--rdzv_endpoint=h:99999"}),
+             Catch::StartsWith("--rdzv_endpoint=h:99999: "));
+  CHECK_THAT(ErrorWith({"--rdzv_endpoint=h"}),
+             Catch::StartsWith("--rdzv_endpoint=h: ") && Catch::Contains("HOST:PORT"));
+}
+
+TEST_CASE("duplicate filters split on , with ,, as a literal comma", "[cli]") {
+  const LaunchConfig config =
+      ConfigWith({"--duplicate_stdout_filters=a,,b,c", "--duplicate-stderr-filters=x,,,y,"});
+  CHECK(config.duplicate_stdout_filters == Args{"a,b", "c"});
+  CHECK(config.duplicate_stderr_filters == Args{"x,", "y"});
+  CHECK(cli::ParseFilters("").empty());
+}
+
+TEST_CASE("PET_* variables give defaults, the command line wins", "[cli]") {
+  const Env env = {{"PET_NPROC_PER_NODE", "3"},
+                   {"PET_NNODES", "2:4"},
+                   {"PET_MAX_RESTARTS", "5"},
+                   {"PET_RDZV_BACKEND", "c10d"},
+                   {"PET_RDZV_ENDPOINT", "h:1"},
+                   {"PET_REDIRECTS", "3"},
+                   {"PET_TEE", "0:1"},
+                   {"PET_ROLE", "r"},
+                   {"PET_MONITOR_INTERVAL", "2"},
+                   {"PET_LOG_LINE_PREFIX_TEMPLATE", "p"},
+                   {"PET_SHUTDOWN_TIMEOUT", "9"}};
+  const LaunchConfig config = Config({Train()}, env);
+  CHECK(config.nproc_per_node == 3);
+  CHECK(config.min_nodes == 2);
+  CHECK(config.max_nodes == 4);
+  CHECK(config.max_restarts == 5);
+  CHECK(config.rdzv_backend == "c10d");
+  CHECK(config.rdzv_endpoint == "h:1");
+  CHECK(config.redirects.all == 3);
+  CHECK(config.tee.For(0) == 1);
+  CHECK(config.role == "r");
+  CHECK(config.monitor_interval_s == 2.0);
+  CHECK(config.log_line_prefix_template == "p");
+  CHECK(config.shutdown_timeout == std::chrono::seconds(9));
+  const LaunchConfig overridden =
+      Config({"--nproc_per_node=1", "--nnodes=1", "--max_restarts=0", Train()}, env);
+  CHECK(overridden.nproc_per_node == 1);
+  CHECK(overridden.max_nodes == 1);
+  CHECK(overridden.max_restarts == 0);
+}
+
+TEST_CASE("PET_* values are validated and named in messages", "[cli]") {
+  CHECK_THAT(ErrorOf({Train()}, {{"PET_NNODES", "abc"}}), Catch::StartsWith("PET_NNODES=abc: "));
+  CHECK_THAT(ErrorOf({Train()}, {{"PET_MAX_RESTARTS", "-1"}}),
+             Catch::StartsWith("PET_MAX_RESTARTS=-1: "));
+  CHECK_THAT(ErrorOf({Train()}, {{"PET_NPROC_PER_NODE", "0"}}),
+             Catch::StartsWith("PET_NPROC_PER_NODE=0: "));
+  CHECK_THAT(ErrorOf({Train()}, {{"PET_MASTER_PORT", "70000"}}),
+             Catch::StartsWith("PET_MASTER_PORT=70000: "));
+  CHECK_THAT(ErrorOf({Train()}, {{"PET_RDZV_ENDPOINT", "h:x"}, {"PET_RDZV_BACKEND", "c10d"}}),
+             Catch::StartsWith("PET_RDZV_ENDPOINT=h:x: "));
+  // A bad PET_ value does not matter when the command line gives the option.
+  CHECK(Config({"--nnodes=1", Train()}, {{"PET_NNODES", "abc"}}).max_nodes == 1);
+}
+
+TEST_CASE("PET_* boolean flags: 1 on, 0 off, anything else an error", "[cli]") {
+  CHECK(Config({Train()}, {{"PET_STANDALONE", "1"}}).standalone_flag);
+  CHECK_FALSE(Config({Train()}, {{"PET_STANDALONE", "0"}}).standalone_flag);
+  CHECK_THAT(
+      ErrorOf({Train()}, {{"PET_STANDALONE", "yes"}}),
+      Catch::StartsWith("PET_STANDALONE=yes: ") && Catch::Contains("1") && Catch::Contains("0"));
+  CHECK(Config({"-m", "x"}, {{"PET_STANDALONE", "0"}}).run_mode == RunMode::kModule);
+  CHECK(Config({"x"}, {{"PET_MODULE", "1"}}).run_mode == RunMode::kModule);
+  CHECK(Config({Train()}, {{"PET_VIRTUAL_LOCAL_RANK", "1"}}).virtual_local_rank);
+  CHECK(Config({"--standalone", Train()}, {{"PET_STANDALONE", "bad"}}).standalone_flag);
+}
+
+TEST_CASE("options without a PET_ variable ignore the environment", "[cli]") {
+  const LaunchConfig config = Config({Train()}, {{"PET_LOGS_SPECS", "x"},
+                                                 {"PET_NUMA_BINDING", "bad"},
+                                                 {"PET_DRY_RUN", "1"},
+                                                 {"PET_PYTHON", "/x"}});
+  CHECK_FALSE(config.logs_specs);
+  CHECK_FALSE(config.numa_binding);
+  CHECK_FALSE(config.dry_run);
+  CHECK(config.python == "python3");
+}
+
+TEST_CASE("--python, then DDPRUN_PYTHON, then PYTHON_EXEC, then python3", "[cli]") {
+  const Env env = {{"DDPRUN_PYTHON", "/d/python"}, {"PYTHON_EXEC", "/p/python"}};
+  CHECK(ConfigWith({"--python", "/f/python"}, env).python == "/f/python");
+  CHECK(ConfigWith({}, env).python == "/d/python");
+  CHECK(ConfigWith({}, {{"PYTHON_EXEC", "/p/python"}}).python == "/p/python");
+  CHECK(ConfigWith({}, {{"DDPRUN_PYTHON", ""}}).python == "python3");
+  CHECK_THAT(ErrorWith({"--python="}), Catch::StartsWith("--python=: "));
+}
+
+TEST_CASE("shutdown timeout: flag, PET_, TORCH_ELASTIC_SHUTDOWN_TIMEOUT, 30", "[cli]") {
+  const Env env = {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "5"}};
+  CHECK(ConfigWith({}, env).shutdown_timeout == std::chrono::seconds(5));
+  CHECK(ConfigWith({"--shutdown-timeout=2"}, env).shutdown_timeout == std::chrono::seconds(2));
+  CHECK_THAT(ErrorWith({}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "x"}}),
+             Catch::StartsWith("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=x: "));
+}
+
+TEST_CASE("log line prefix template: flag, then TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[cli]") {
+  const Env env = {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${rank}]"}};
+  CHECK(ConfigWith({}, env).log_line_prefix_template == "[${rank}]");
+  CHECK(ConfigWith({"--log-line-prefix-template=${local_rank}:"}, env).log_line_prefix_template ==
+        "${local_rank}:");
+  CHECK_FALSE(ConfigWith({}).log_line_prefix_template);
+}
+
+TEST_CASE("--log_dir must not be a file", "[cli]") {
+  CHECK(ConfigWith({"--log_dir", Files().Dir()}).log_dir == Files().Dir());
+  CHECK(ConfigWith({"--log_dir=/nonexistent/new"}).log_dir == "/nonexistent/new");
+  CHECK_THAT(ErrorWith({"--log_dir", Train()}),
+             Catch::StartsWith("--log_dir=" + Train() + ": is a file"));
+}
+
+TEST_CASE("run modes", "[cli]") {
+  CHECK(Config({"-m", "pkg.mod"}).run_mode == RunMode::kModule);
+  CHECK(Config({"--module", "not.a.file"}).training_script == "not.a.file");
+  CHECK(Config({"--no_python", Files().Path("trainer")}).run_mode == RunMode::kNoPython);
+  CHECK(Config({"--run_path", Train()}).run_mode == RunMode::kRunPath);
+  CHECK(Config({"--run_path", "--no_python", "-m", Train()}).run_mode == RunMode::kRunPath);
+  CHECK(Config({Files().Path("tool.py")}).run_mode == RunMode::kPython);
+  CHECK(Config({Files().Path("data")}).run_mode == RunMode::kPython);
+}
+
+TEST_CASE("an executable that is not a .py file runs without Python", "[cli]") {
+  const LaunchConfig config = Config({Files().Path("trainer"), "--lr", "1"});
+  CHECK(config.run_mode == RunMode::kNoPython);
+  CHECK(config.training_script == Files().Path("trainer"));
+  const auto cwd = fs::current_path();
+  fs::current_path(Files().Dir());
+  const LaunchConfig relative = Config({"trainer"});
+  fs::current_path(cwd);
+  CHECK(relative.run_mode == RunMode::kNoPython);
+  CHECK(relative.training_script == "./trainer");
+}
+
+TEST_CASE("-m with --no_python is torchrun's error", "[cli]") {
+  CHECK(ErrorOf({"-m", "--no_python", "x"}) ==
+        "Don't use both the '--no-python' flag and the '--module' flag at the same time.");
+}
+
+TEST_CASE("the training script must exist", "[cli]") {
+  const std::string missing = Files().Path("missing.py");
+  CHECK_THAT(ErrorOf({missing}),
+             Catch::StartsWith("training script '" + missing + "': no such file"));
+  CHECK_THAT(ErrorOf({"--run_path", missing}), Catch::Contains(missing));
+  CHECK_THAT(ErrorOf({"--no_python", missing}), Catch::Contains("'" + missing + "': no such file"));
+  CHECK_THAT(ErrorOf({"--no_python", Files().Path("data")}), Catch::Contains("not an executable"));
+  CHECK(Config({"--no_python", "trainer"}, {{"PATH", "/nonexistent:" + Files().Dir()}})
+            .training_script == "trainer");
+  CHECK_THAT(ErrorOf({"--no_python", "trainer"}, {{"PATH", "/nonexistent"}}),
+             Catch::Contains("'trainer': not found on PATH"));
+}
+
+TEST_CASE("--standalone forces c10d on localhost:0 with a random id", "[cli]") {
+  const LaunchConfig config = ConfigWith({"--standalone", "--rdzv_backend=etcd",
+                                          "--rdzv_endpoint=h:1", "--rdzv_id=mine", "--nnodes=2"});
+  CHECK(config.rdzv_backend == "c10d");
+  CHECK(config.rdzv_endpoint == "localhost:0");
+  CHECK(config.rdzv_id != "mine");
+  CHECK(std::regex_match(
+      config.rdzv_id,
+      std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
+  CHECK(config.standalone);
+  CHECK(config.standalone_flag);
+  CHECK(config.max_nodes == 2);
+  CHECK(config.master_port == 29500);
+  CHECK(ConfigWith({"--standalone"}).rdzv_id != ConfigWith({"--standalone"}).rdzv_id);
+}
+
+TEST_CASE("static single node without port or endpoint goes standalone silently", "[cli]") {
+  CHECK(ConfigWith({}).standalone);
+  CHECK_FALSE(ConfigWith({}).standalone_flag);
+  const auto is_static = [](const LaunchConfig& config) {
+    return config.rdzv_backend == "static" && !config.standalone;
+  };
+  CHECK(is_static(ConfigWith({"--master_port=1234"})));
+  CHECK(is_static(ConfigWith({"--nnodes=2"})));
+  CHECK(is_static(ConfigWith({"--nnodes=1:2"})));
+  CHECK(is_static(ConfigWith({"--rdzv_endpoint=h:5"})));
+  CHECK(is_static(Config({Train()}, {{"PET_MASTER_PORT", "1234"}})));
+  CHECK_FALSE(ConfigWith({"--rdzv_backend=c10d"}).standalone);
+}
+
+TEST_CASE("static endpoint is master_addr:master_port, rank from --node_rank", "[cli]") {
+  const LaunchConfig config =
+      ConfigWith({"--nnodes=2", "--node_rank=1", "--master_addr=10.1.2.3", "--master_port=29555"});
+  CHECK(config.rdzv_endpoint == "10.1.2.3:29555");
+  CHECK(config.rdzv_conf.at("rank") == "1");
+  CHECK(config.rdzv_conf.at("timeout") == "900");
+  CHECK(ConfigWith({"--nnodes=2"}).rdzv_endpoint == "127.0.0.1:29500");
+  CHECK(ConfigWith({"--nnodes=2", "--master_addr=::1"}).rdzv_endpoint == "[::1]:29500");
+  CHECK(ConfigWith({"--rdzv_backend=c10d", "--nnodes=2"}).rdzv_endpoint.empty());
+  CHECK_FALSE(ConfigWith({"--rdzv_backend=c10d"}).rdzv_conf.contains("rank"));
+}
+
+TEST_CASE("--help and --version print and exit", "[cli]") {
+  for (const Args& args : {Args{"--help"}, Args{"-h"}, Args{"--nnodes", "2", "--help"}}) {
+    const CliResult result = Parse(args);
+    REQUIRE(result.action == CliResult::Action::kPrintAndExit);
+    CHECK_THAT(
+        result.text,
+        Catch::Contains("usage: ddprun [options] training_script [training_script_args...]"));
+    for (const char* group : {"Worker/node size:", "Rendezvous:", "User-code launch:", "Logging:",
+                              "Compatibility (accepted, no effect):", "--nproc-per-node",
+                              "[PET_NPROC_PER_NODE]", "--dry_run"}) {
+      CHECK_THAT(result.text, Catch::Contains(group));
+    }
+  }
+  const CliResult version = Parse({"--version"});
+  CHECK(version.action == CliResult::Action::kPrintAndExit);
+  CHECK(std::regex_match(version.text, std::regex("ddprun [0-9]+\\.[0-9]+\\.[0-9]+.*\n")));
+}
+
+TEST_CASE("--dry_run is stored", "[cli]") { CHECK(ConfigWith({"--dry_run"}).dry_run); }
+
+TEST_CASE("repeated options: the last one wins", "[cli]") {
+  CHECK(ConfigWith({"--nnodes=2", "--nnodes=3"}).max_nodes == 3);
+  CHECK(ConfigWith({"--standalone", "--standalone"}).standalone_flag);
+}
+
+TEST_CASE("odd input only ever raises UsageError", "[cli]") {
+  const std::vector<Args> inputs = {
+      {"--nnodes="},
+      {"-"},
+      {"--", "--"},
+      {"-r="},
+      {"--nproc_per_node", ""},
+      {"-=x"},
+      {"--master_port", "[1]"},
+      {"--nnodes=[1,2]", Train()},
+      {"--rdzv_endpoint=[", Train()},
+      {"---"},
+      {"-mx"},
+  };
+  for (const Args& args : inputs) {
+    INFO(args.front());
+    try {
+      Parse(args);
+    } catch (const UsageError&) {
+    }
+  }
+}
+
+TEST_CASE("uuid4 has the RFC 4122 shape", "[cli]") {
+  const std::string uuid = cli::RandomUuid4();
+  CHECK(std::regex_match(
+      uuid, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
+}
