@@ -7,6 +7,11 @@
 
 namespace ddprun::elastic {
 
+struct Agent::Round {
+  rendezvous::RendezvousInfo info;
+  std::vector<PeerInfo> peers;  // multi-node only
+};
+
 int AgentResult::ExitCode() const {
   switch (state) {
     case State::kSucceeded:
@@ -22,43 +27,82 @@ int AgentResult::ExitCode() const {
 }
 
 Agent::Agent(WorkerSpec spec, AgentOptions options, rendezvous::RendezvousHandler& rendezvous,
-             ProcessContext& processes)
-    : spec_(std::move(spec)), options_(options), rendezvous_(rendezvous), processes_(processes) {}
+             ProcessContext& processes, AgentLinks links)
+    : spec_(std::move(spec)),
+      options_(options),
+      rendezvous_(rendezvous),
+      processes_(processes),
+      runner_(links.runner ? *links.runner : inline_runner_),
+      monitor_(links.monitor) {}
 
 void Agent::Run(DoneCallback done) {
   done_ = std::move(done);
   StartAttempt();
 }
 
+bool Agent::MultiNode() const { return info_.store != nullptr && info_.group_world_size > 1; }
+
+// The rendezvous and the rank exchange block (on other nodes): they run on the runner.
 void Agent::StartAttempt() {
-  rendezvous::RendezvousInfo info;
-  try {
-    info = rendezvous_.NextRendezvous();
-  } catch (const rendezvous::RendezvousError& error) {
-    Finish({AgentResult::State::kError, {}, 0, error.what(), restart_count_});
+  state_ = State::kRendezvous;
+  auto round = std::make_shared<Round>();
+  PeerInfo mine{spec_.role, 0, spec_.local_world_size, spec_.hostname};
+  rendezvous::RendezvousHandler& handler = rendezvous_;
+  runner_.Run(
+      [round, mine, &handler]() mutable {
+        round->info = handler.NextRendezvous();
+        if (round->info.store == nullptr || round->info.group_world_size <= 1) return;
+        mine.group_rank = round->info.group_rank;
+        round->peers = ExchangeRoleInfos(*round->info.store, mine, round->info.group_world_size);
+      },
+      [this, round](std::exception_ptr error) { OnRendezvousDone(round, error); });
+}
+
+void Agent::OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception_ptr error) {
+  if (state_ == State::kStoppingForSignal) {
+    Finish(Stopped(stop_signal_));
     return;
   }
-  attempt_ = PlanAttempt(spec_, GroupEnv(info));
+  if (state_ != State::kRendezvous) return;
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& failure) {
+      Finish(Errored(failure.what()));
+    }
+    return;
+  }
+  info_ = round->info;
+  peers_ = round->peers;
+  ranks_ = MultiNode() ? AssignFromPeers(peers_, info_.group_rank)
+                       : AssignRanks({{spec_.role, info_.group_rank, spec_.local_world_size}}).front();
+  StartWorkers();
+}
+
+void Agent::StartWorkers() {
+  attempt_ = PlanAttempt(spec_, GroupEnv(ranks_));
   failures_.clear();
+  failure_nodes_.clear();
   live_workers_ = static_cast<int>(attempt_.workers.size());
   state_ = State::kHealthy;
   spdlog::info("[{}] starting {} workers (attempt {})", spec_.role, live_workers_, restart_count_);
   processes_.Start(attempt_, [this](const WorkerExit& exit) { OnWorkerExit(exit); });
+  Watch();
 }
 
-WorkerGroupEnv Agent::GroupEnv(const rendezvous::RendezvousInfo& info) const {
+WorkerGroupEnv Agent::GroupEnv(const RankAssignment& ranks) const {
   WorkerGroupEnv group;
   group.role = spec_.role;
   group.local_world_size = spec_.local_world_size;
-  group.group_rank = info.group_rank;
-  group.group_world_size = info.group_world_size;
-  group.ranks = AssignRanks({{spec_.role, info.group_rank, spec_.local_world_size}}).front();
-  group.master_addr = info.master_addr;
-  group.master_port = info.master_port;
+  group.group_rank = info_.group_rank;
+  group.group_world_size = info_.group_world_size;
+  group.ranks = ranks;
+  group.master_addr = info_.master_addr;
+  group.master_port = info_.master_port;
   group.restart_count = restart_count_;
   group.max_restarts = spec_.max_restarts;
   group.run_id = rendezvous_.RunId();
-  group.use_agent_store = info.use_agent_store;
+  group.use_agent_store = info_.use_agent_store;
   group.virtual_local_rank = spec_.virtual_local_rank;
   return group;
 }
@@ -68,20 +112,49 @@ void Agent::OnWorkerExit(const WorkerExit& exit) {
   const WorkerLaunch& worker = attempt_.workers.at(exit.local_rank);
   if (!exit.status.Success()) {
     failures_.push_back(MakeFailure(exit, worker.global_rank, worker.error_file));
+    failure_nodes_.push_back(info_.group_rank);
     if (state_ == State::kHealthy) {
       spdlog::error("failed (exitcode: {}) local_rank: {} (pid: {}) of binary: {}",
                     exit.status.TorchrunCode(), exit.local_rank, exit.pid, worker.argv.front());
-      state_ = State::kStoppingAfterFailure;
-      StopGroup(SIGTERM, options_.shutdown_timeout);
+      OnLocalFailure(failures_.back());
     }
     return;
   }
-  if (state_ == State::kHealthy && live_workers_ == 0) {
-    spdlog::info("[{}] worker group successfully finished", spec_.role);
+  if (state_ == State::kHealthy && live_workers_ == 0) OnAllSucceeded();
+}
+
+void Agent::OnLocalFailure(const ProcessFailure& failure) {
+  if (MultiNode()) Publish({info_.group_rank, spec_.hostname, failure}, false);
+  StopAfterFailure();
+}
+
+void Agent::StopAfterFailure() {
+  state_ = State::kStoppingAfterFailure;
+  cancel_->store(true);
+  Unwatch();
+  StopGroup(SIGTERM, options_.shutdown_timeout);
+}
+
+void Agent::OnAllSucceeded() {
+  spdlog::info("[{}] worker group successfully finished", spec_.role);
+  if (!MultiNode()) {
     processes_.Stop(SIGTERM, options_.shutdown_timeout, [this] {
-      Finish({AgentResult::State::kSucceeded, {}, 0, "", restart_count_});
+      Finish(Outcome(AgentResult::State::kSucceeded));
     });
+    return;
   }
+  spdlog::info("[{}] Waiting {} seconds for other agents to finish.", spec_.role,
+               options_.exit_barrier_timeout.count() / 1000);
+  state_ = State::kExitBarrier;
+  processes_.Stop(SIGTERM, options_.shutdown_timeout, [this] {
+    RunBarrier("ddprun/exit_barrier", options_.exit_barrier_timeout, [this](bool completed) {
+      if (state_ != State::kExitBarrier) return;
+      Unwatch();
+      // Peers leave (and node 0's store closes) once the barrier completes: only a node lost
+      // before that is a failure.
+      Finish(!completed && lost_ ? LostResult() : Outcome(AgentResult::State::kSucceeded));
+    });
+  });
 }
 
 void Agent::StopGroup(int signal, std::chrono::milliseconds grace) {
@@ -90,7 +163,11 @@ void Agent::StopGroup(int signal, std::chrono::milliseconds grace) {
 
 void Agent::OnGroupStopped() {
   if (state_ == State::kStoppingForSignal) {
-    Finish({AgentResult::State::kStopped, {}, stop_signal_, "", restart_count_});
+    Finish(Stopped(stop_signal_));
+    return;
+  }
+  if (lost_) {
+    Finish(LostResult());
     return;
   }
   const int attempts_left = spec_.max_restarts - restart_count_;
@@ -101,30 +178,68 @@ void Agent::OnGroupStopped() {
     StartAttempt();
     return;
   }
-  Finish({AgentResult::State::kFailed, failures_, 0, "", restart_count_});
+  FinishFailed();
 }
 
 void Agent::HandleSignal(int signal) {
+  const std::string name = SignalName(signal).value_or(std::to_string(signal));
   switch (state_) {
     case State::kInit:
-      Finish({AgentResult::State::kStopped, {}, signal, "", restart_count_});
+      Finish(Stopped(signal));
+      return;
+    case State::kRendezvous:
+      spdlog::warn("Received {} death signal while waiting for the other nodes", name);
+      state_ = State::kStoppingForSignal;
+      stop_signal_ = signal;
+      rendezvous_.Shutdown();  // wakes the rendezvous; its completion finishes the agent
       return;
     case State::kHealthy:
     case State::kStoppingAfterFailure:
-      spdlog::warn("Received {} death signal, shutting down workers",
-                   SignalName(signal).value_or(std::to_string(signal)));
+      spdlog::warn("Received {} death signal, shutting down workers", name);
+      if (state_ == State::kHealthy && MultiNode()) {
+        ProcessFailure stop{0, ranks_.base_global_rank, 0, ExitStatus::Signaled(signal),
+                            std::chrono::system_clock::now(), "<N/A>",
+                            "the agent of node " + std::to_string(info_.group_rank) +
+                                " received " + name};
+        Publish({info_.group_rank, spec_.hostname, stop}, true);
+      }
+      Unwatch();
       state_ = State::kStoppingForSignal;
       stop_signal_ = signal;
       StopGroup(signal, options_.shutdown_timeout);
       return;
+    case State::kExitBarrier:
+    case State::kFailureBarrier:
+      cancel_->store(true);
+      Unwatch();
+      Finish(Stopped(signal));
+      return;
     case State::kStoppingForSignal:
-      spdlog::warn("Received {} again, killing workers now",
-                   SignalName(signal).value_or(std::to_string(signal)));
+      spdlog::warn("Received {} again, killing workers now", name);
       StopGroup(SIGKILL, std::chrono::milliseconds{0});
       return;
     case State::kFinished:
       return;
   }
+}
+
+AgentResult Agent::Outcome(AgentResult::State state) const {
+  AgentResult result;
+  result.state = state;
+  result.restart_count = restart_count_;
+  return result;
+}
+
+AgentResult Agent::Stopped(int signal) const {
+  AgentResult result = Outcome(AgentResult::State::kStopped);
+  result.signal = signal;
+  return result;
+}
+
+AgentResult Agent::Errored(const std::string& error) const {
+  AgentResult result = Outcome(AgentResult::State::kError);
+  result.error = error;
+  return result;
 }
 
 void Agent::Finish(AgentResult result) {

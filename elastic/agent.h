@@ -1,24 +1,34 @@
 // The elastic agent: rendezvous -> start workers -> watch their exits -> on failure restart
-// (up to max_restarts) or stop -> report. Policy only: processes, signals and time come in
-// through the ProcessContext and the calls below, all on one event loop.
+// (up to max_restarts) or stop -> report. Policy only: processes, signals, store calls and
+// other nodes come in through the seams and the calls below, all on one event loop.
 //
 // States and transitions:
-//   kInit --Run()--> kHealthy                     (rendezvous done, workers started)
-//   kHealthy --all workers exit 0--> kFinished    (SUCCEEDED)
-//   kHealthy --a worker fails--> kStoppingAfterFailure --group stopped-->
-//        kHealthy (restart, restarts left)  |  kFinished (FAILED)
-//   kHealthy/kStoppingAfterFailure --HandleSignal(s)--> kStoppingForSignal --> kFinished (STOPPED)
+//   kInit --Run()--> kRendezvous --round formed, ranks agreed--> kHealthy
+//   kHealthy --all workers exit 0--> kExitBarrier (multi-node) --> kFinished (SUCCEEDED)
+//   kHealthy --a worker fails | a remote failure | a node lost--> kStoppingAfterFailure
+//        --group stopped--> kRendezvous (restart, restarts left; every node restarts together)
+//                         | kFailureBarrier (multi-node) | kFinished (FAILED)
+//   kExitBarrier (success) --remote failure--> as kStoppingAfterFailure with the group stopped
+//   any running state --HandleSignal(s)--> kStoppingForSignal --> kFinished (STOPPED)
 //   kStoppingForSignal --HandleSignal--> same state, group SIGKILLed at once
+// Multi-node rounds (RendezvousInfo::store set and group_world_size > 1) add: torchrun's
+// role_info rank exchange, a failure record published to every peer's inbox, the PeerMonitor,
+// and the exit barrier that keeps node 0 (the store host) alive until the others finish.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "elastic/attempt_plan.h"
+#include "elastic/blocking_runner.h"
 #include "elastic/failure.h"
+#include "elastic/peer_monitor.h"
 #include "elastic/process_context.h"
+#include "elastic/round_sync.h"
 #include "rendezvous/rendezvous_handler.h"
 
 namespace ddprun::elastic {
@@ -30,6 +40,11 @@ struct AgentResult {
   int signal = 0;                        // kStopped: the signal that stopped the launcher
   std::string error;                     // kError: one line
   int restart_count = 0;
+  // Multi-node kFailed: where the root cause happened, and one line saying so (also set when a
+  // node was lost, then with no failures).
+  int root_cause_node = 0;
+  std::string root_cause_host;
+  std::string note;
 
   // 0; the root cause's exit code (128+N for a signal); 128+N when stopped by signal N; 1.
   int ExitCode() const;
@@ -37,6 +52,14 @@ struct AgentResult {
 
 struct AgentOptions {
   std::chrono::milliseconds shutdown_timeout{30'000};
+  std::chrono::milliseconds exit_barrier_timeout{300'000};    // torchrun's exit_barrier_timeout
+  std::chrono::milliseconds failure_barrier_timeout{15'000};  // node 0 outlives failing peers
+};
+
+// Collaborators of multi-node runs; null members: blocking calls run inline, nobody watches.
+struct AgentLinks {
+  BlockingRunner* runner = nullptr;
+  PeerMonitor* monitor = nullptr;
 };
 
 class Agent {
@@ -44,37 +67,71 @@ class Agent {
   using DoneCallback = std::function<void(const AgentResult&)>;
 
   Agent(WorkerSpec spec, AgentOptions options, rendezvous::RendezvousHandler& rendezvous,
-        ProcessContext& processes);
+        ProcessContext& processes, AgentLinks links = {});
 
   // Rendezvous and start the first attempt; `done` runs exactly once, from a later event.
   void Run(DoneCallback done);
   // A signal the launcher handles: forward it to the workers, then finish as kStopped.
   void HandleSignal(int signal);
+  // Events of the PeerMonitor (also callable directly).
+  void HandleRemoteFailure(const NodeFailure& record);
+  void HandleNodeLost(int node_rank, const std::string& reason);
 
   int RestartCount() const { return restart_count_; }
 
  private:
-  enum class State { kInit, kHealthy, kStoppingAfterFailure, kStoppingForSignal, kFinished };
+  enum class State {
+    kInit, kRendezvous, kHealthy, kStoppingAfterFailure, kStoppingForSignal, kExitBarrier,
+    kFailureBarrier, kFinished
+  };
+  struct Round;  // the outcome of a rendezvous, filled off the event loop
 
+  bool MultiNode() const;
   void StartAttempt();
-  WorkerGroupEnv GroupEnv(const rendezvous::RendezvousInfo& info) const;
+  void OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception_ptr error);
+  void StartWorkers();
+  WorkerGroupEnv GroupEnv(const RankAssignment& ranks) const;
+  void Watch();
+  void Unwatch();
   void OnWorkerExit(const WorkerExit& exit);
+  void OnLocalFailure(const ProcessFailure& failure);
+  void OnAllSucceeded();
+  void StopAfterFailure();
   void OnGroupStopped();
+  void FinishFailed();
   void StopGroup(int signal, std::chrono::milliseconds grace);
+  void Publish(const NodeFailure& record, bool leaving);
+  void RunBarrier(const std::string& name, std::chrono::milliseconds timeout,
+                  std::function<void(bool completed)> then);
+  AgentResult LostResult() const;
+  std::string HostOf(int node_rank) const;
+  AgentResult Outcome(AgentResult::State state) const;
+  AgentResult Stopped(int signal) const;
+  AgentResult Errored(const std::string& error) const;
   void Finish(AgentResult result);
 
   WorkerSpec spec_;
   AgentOptions options_;
   rendezvous::RendezvousHandler& rendezvous_;
   ProcessContext& processes_;
+  InlineRunner inline_runner_;
+  BlockingRunner& runner_;
+  PeerMonitor* monitor_;
   DoneCallback done_;
 
   State state_ = State::kInit;
   int restart_count_ = 0;
   int live_workers_ = 0;
   int stop_signal_ = 0;
+  rendezvous::RendezvousInfo info_;
+  std::vector<PeerInfo> peers_;
+  RankAssignment ranks_;
   AttemptLaunch attempt_;
   std::vector<ProcessFailure> failures_;
+  std::vector<int> failure_nodes_;  // node rank of each entry of failures_
+  std::optional<std::pair<int, std::string>> lost_;  // node rank, reason
+  std::shared_ptr<std::atomic<bool>> cancel_ = std::make_shared<std::atomic<bool>>(false);
+  bool watching_ = false;
 };
 
 }  // namespace ddprun::elastic

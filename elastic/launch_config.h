@@ -30,6 +30,14 @@ enum class RunMode {
   kRunPath,     // <python> -u -c runpy.run_path(script) args (emulates torchrun's --run_path)
 };
 
+// One option value that --env_preset supplied, and whether an explicit setting overrode it.
+struct EnvPresetSetting {
+  std::string option;         // the option's dest: "nnodes"
+  std::string value;          // "2"
+  std::string variable;       // the platform variable it came from: "SLURM_NNODES"
+  std::string overridden_by;  // "--nnodes" or "PET_NNODES" when that won; empty: applied
+};
+
 struct LaunchConfig {
   // Worker/node size.
   int min_nodes = 1;
@@ -79,6 +87,10 @@ struct LaunchConfig {
   std::optional<std::string> numa_binding;
 
   bool dry_run = false;
+
+  // Platform preset (--env_preset): its name ("" when none) and what it supplied.
+  std::string env_preset;
+  std::vector<EnvPresetSetting> env_preset_settings;
 };
 
 }  // namespace ddprun::elastic

@@ -8,7 +8,9 @@
 
 #include "common/errors.h"
 #include "common/host_port.h"
+#include "elastic/arg_template.h"
 #include "launcher/cli_internal.h"
+#include "launcher/env_presets.h"
 
 namespace ddprun::launcher::cli {
 namespace {
@@ -204,8 +206,15 @@ void CheckProgram(const std::string& program, const EnvLookup& env) {
     const std::string hint = Exists(program) ? "; use ./" + program + " for the file here" : "";
     throw UsageError(quoted + ": not found on PATH" + hint);
   }
+  // A file that exists but cannot be executed is the spawner's to report, as a shell does
+  // (exit 126 with the reason).
   if (!Exists(program)) throw UsageError(quoted + ": no such file");
-  if (!IsExecutableFile(program)) throw UsageError(quoted + ": not an executable file");
+}
+
+// The script as local rank 0 will see it: torchrun substitutes ${local_rank} in every
+// argument, the script path included.
+std::string AsRankZero(const std::string& script) {
+  return elastic::SafeSubstitute(script, {{"local_rank", "0"}});
 }
 
 RunMode DecideRunMode(const RawValues& raw, std::string& script) {
@@ -218,7 +227,7 @@ RunMode DecideRunMode(const RawValues& raw, std::string& script) {
     return RunMode::kNoPython;
   }
   if (raw.On("module")) return RunMode::kModule;
-  if (!script.ends_with(".py") && IsExecutableFile(script)) {
+  if (!script.ends_with(".py") && IsExecutableFile(AsRankZero(script))) {
     if (script.find('/') == std::string::npos) script = "./" + script;  // exec'd, not looked up
     return RunMode::kNoPython;
   }
@@ -234,8 +243,8 @@ void FillScript(const RawValues& raw, const SplitArgs& split, const EnvLookup& e
   config.training_script_args = split.script_args;
   config.run_mode = DecideRunMode(raw, config.training_script);
   if (config.run_mode == RunMode::kNoPython) {
-    CheckProgram(config.training_script, env);
-  } else if (config.run_mode != RunMode::kModule && !Exists(config.training_script)) {
+    CheckProgram(AsRankZero(config.training_script), env);
+  } else if (config.run_mode != RunMode::kModule && !Exists(AsRankZero(config.training_script))) {
     throw UsageError("training script '" + config.training_script +
                      "': no such file (a path is expected; use -m for a module)");
   }
@@ -264,17 +273,18 @@ void ResolveRendezvous(LaunchConfig& config) {
 
 }  // namespace
 
-LaunchConfig BuildConfig(const RawValues& raw, const SplitArgs& split, const EnvLookup& env,
+LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const EnvLookup& env,
                          const GpuCounter& gpus) {
   LaunchConfig config;
+  const RawValues raw = ApplyEnvPreset(given, env, config);  // flag > PET_* > preset > default
   FillNodes(raw, config);
   FillRendezvous(raw, config);
   FillLaunch(raw, env, config);
   FillLogging(raw, env, config);
   FillCompatibility(raw, config);
+  ResolveNproc(raw, gpus, config);  // flag errors first, then the script's
   FillScript(raw, split, env, config);
   ResolveRendezvous(config);
-  ResolveNproc(raw, gpus, config);
   return config;
 }
 

@@ -16,7 +16,7 @@ constexpr const char* kLogging = "Logging";
 constexpr const char* kCompat = "Compatibility (accepted, no effect)";
 constexpr const char* kDdprun = "ddprun";
 
-constexpr std::array<OptionSpec, 35> kOptions{{
+constexpr std::array<OptionSpec, 36> kOptions{{
     {"nnodes", 0, "N|MIN:MAX", true, kSize, "number of nodes, or the range of nodes (default 1:1)"},
     {"nproc_per_node", 0, "N|auto|cpu|gpu", true, kSize,
      "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)"},
@@ -66,6 +66,9 @@ constexpr std::array<OptionSpec, 35> kOptions{{
     {"event_log_handler", 0, "NAME", true, kCompat, "null, console or dynamic_rendezvous"},
     {"logs_specs", 0, "NAME", false, kCompat, "torchrun LogsSpecs entry point name"},
     {"numa_binding", 0, "MODE", false, kCompat, "node, socket, exclusive or core-complex"},
+    {"env_preset", 0, "NAME", true, kDdprun,
+     "take nnodes, node_rank, master address (...) from a platform's variables: aiplatform, "
+     "azureml, skypilot or slurm; flags and PET_* still win (docs/env_presets.md)"},
     {"dry_run", 0, nullptr, false, kDdprun, "print the resolved configuration and exit"},
     {"version", 0, nullptr, false, kDdprun, "print the version and exit"},
     {"help", 'h', nullptr, false, kDdprun, "print this help and exit"},

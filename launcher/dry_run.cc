@@ -1,9 +1,34 @@
 #include "launcher/dry_run.h"
 
+#include <algorithm>
+#include <set>
+
+#include "common/env_names.h"
+#include "common/errors.h"
+#include "elastic/attempt_plan.h"
 #include "elastic/rank_assignment.h"
+#include "launcher/launch_setup.h"
+#include "launcher/master_endpoint.h"
 
 namespace ddprun::launcher {
 namespace {
+
+using elastic::LaunchConfig;
+
+// The run's log directory is created at launch with a random suffix: shown as this.
+constexpr const char* kLogDir = "<log_dir>";
+constexpr const char* kAtRendezvous = "<chosen at rendezvous>";
+constexpr const char* kAtLaunch = "<chosen at launch>";
+
+// What torchrun sets in every worker: shown even when the inherited value was the same.
+const std::set<std::string>& WorkerVariables() {
+  static const std::set<std::string> names{
+      env::kLocalRank,     env::kRank,           env::kGroupRank,     env::kRoleRank,
+      env::kRoleName,      env::kLocalWorldSize, env::kWorldSize,     env::kGroupWorldSize,
+      env::kRoleWorldSize, env::kMasterAddr,     env::kMasterPort,    env::kRestartCount,
+      env::kMaxRestarts,   env::kRunId,          env::kUseAgentStore, env::kErrorFile};
+  return names;
+}
 
 std::string Quote(const std::string& arg) {
   if (!arg.empty() && arg.find_first_of(" \t\n'\"\\$`") == std::string::npos) return arg;
@@ -12,44 +37,167 @@ std::string Quote(const std::string& arg) {
   return out + "'";
 }
 
-}  // namespace
+void Field(std::ostream& out, const std::string& label, const std::string& value) {
+  out << "  " << label << std::string(label.size() < 17 ? 17 - label.size() : 0, ' ') << ": "
+      << value << "\n";
+}
 
-void PrintDryRun(std::ostream& out, const elastic::LaunchConfig& config,
-                 const elastic::WorkerSpec& spec, const rendezvous::RendezvousInfo& master) {
-  out << "ddprun dry run: nothing is launched\n"
-      << "  nnodes           : " << config.min_nodes << ":" << config.max_nodes << "\n"
-      << "  nproc_per_node   : " << config.nproc_per_node << "\n"
-      << "  node_rank        : " << config.node_rank << "\n"
-      << "  rdzv_backend     : " << config.rdzv_backend << "\n"
-      << "  rdzv_endpoint    : " << config.rdzv_endpoint << "\n"
-      << "  run_id           : " << config.rdzv_id << "\n"
-      << "  master           : " << master.master_addr << ":" << master.master_port << "\n"
-      << "  max_restarts     : " << config.max_restarts << "\n"
-      << "  role             : " << config.role << "\n";
+// This node's round as the launcher would get it, with what the dry run had to assume.
+struct PlannedRound {
   elastic::WorkerGroupEnv group;
-  group.role = spec.role;
-  group.local_world_size = spec.local_world_size;
-  group.group_rank = master.group_rank;
-  group.group_world_size = master.group_world_size;
-  group.ranks = elastic::AssignRanks({{spec.role, master.group_rank, spec.local_world_size}}).front();
-  group.master_addr = master.master_addr;
-  group.master_port = master.master_port;
-  group.max_restarts = spec.max_restarts;
-  group.run_id = config.rdzv_id;
-  group.use_agent_store = master.use_agent_store;
-  group.virtual_local_rank = spec.virtual_local_rank;
-  const elastic::AttemptLaunch attempt = elastic::PlanAttempt(spec, group);
-  for (const auto& worker : attempt.workers) {
-    out << "worker local_rank=" << worker.local_rank << " rank=" << worker.global_rank << "\n  command:";
-    for (const auto& arg : worker.argv) out << " " << Quote(arg);
+  std::string master_addr_shown;
+  std::string master_port_shown;
+  std::vector<std::string> notes;
+};
+
+bool IsStatic(const LaunchConfig& config) {
+  return config.rdzv_backend == "static" && !config.standalone;
+}
+
+void PlanSingleNode(const LaunchConfig& config, PlannedRound& round) {
+  const rendezvous::RendezvousInfo master = PlannedMasterEndpoint(config);
+  round.group.group_rank = master.group_rank;
+  round.group.group_world_size = master.group_world_size;
+  round.group.master_addr = master.master_addr;
+  round.group.master_port = master.master_port;
+  round.group.use_agent_store = master.use_agent_store;
+  round.master_addr_shown = master.master_addr;
+  round.master_port_shown =
+      master.master_port == 0 ? kAtLaunch : std::to_string(master.master_port);
+}
+
+// Static: node_rank of max_nodes, master_addr:master_port, node 0's agent store. Dynamic
+// backends decide the group rank and the master at rendezvous; node_rank stands in.
+void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
+  const int nodes = config.max_nodes;
+  if (config.node_rank >= nodes && IsStatic(config)) {
+    throw UsageError("--node_rank=" + std::to_string(config.node_rank) +
+                     ": expected a node rank below the number of nodes (" + std::to_string(nodes) +
+                     ")");
+  }
+  round.group.group_rank = config.node_rank < nodes ? config.node_rank : 0;
+  round.group.group_world_size = nodes;
+  if (config.min_nodes != config.max_nodes) {
+    round.notes.push_back("nnodes " + std::to_string(config.min_nodes) + ":" +
+                          std::to_string(nodes) + ": shown with " + std::to_string(nodes) +
+                          " nodes");
+  }
+  round.notes.push_back("ranks as torchrun assigns them when every node runs nproc_per_node=" +
+                        std::to_string(config.nproc_per_node) +
+                        " workers (other nodes' counts are not known here)");
+  if (IsStatic(config)) {
+    round.group.master_addr = round.master_addr_shown = config.master_addr;
+    round.group.master_port = config.master_port.value_or(29500);
+    round.master_port_shown = std::to_string(round.group.master_port);
+    round.group.use_agent_store = true;
+    return;
+  }
+  round.master_addr_shown = round.master_port_shown = kAtRendezvous;
+  round.group.use_agent_store = config.rdzv_backend != "etcd";
+  round.notes.push_back("rdzv_backend " + config.rdzv_backend +
+                        ": the rendezvous decides GROUP_RANK (shown as " +
+                        std::to_string(round.group.group_rank) + "), MASTER_ADDR and MASTER_PORT");
+}
+
+PlannedRound PlanRound(const LaunchConfig& config, const elastic::WorkerSpec& spec) {
+  PlannedRound round;
+  if (config.max_nodes > 1) {
+    PlanMultiNode(config, round);
+  } else {
+    PlanSingleNode(config, round);
+  }
+  std::vector<elastic::RoleInfo> nodes;
+  for (int rank = 0; rank < round.group.group_world_size; ++rank) {
+    nodes.push_back({spec.role, rank, spec.local_world_size});
+  }
+  round.group.ranks = elastic::AssignRanks(nodes).at(round.group.group_rank);
+  round.group.role = spec.role;
+  round.group.local_world_size = spec.local_world_size;
+  round.group.max_restarts = spec.max_restarts;
+  round.group.run_id = config.rdzv_id;
+  round.group.virtual_local_rank = spec.virtual_local_rank;
+  return round;
+}
+
+std::string LogDirText(const LaunchConfig& config) {
+  const std::string root =
+      config.log_dir ? *config.log_dir : "<temporary directory>/torchelastic_XXXXXX";
+  return std::string(kLogDir) + " = " + root + "/" + config.rdzv_id + "_XXXXXX, created at launch";
+}
+
+void PrintPreset(std::ostream& out, const LaunchConfig& config) {
+  if (config.env_preset.empty()) return;
+  Field(out, "env_preset", config.env_preset);
+  for (const auto& setting : config.env_preset_settings) {
+    out << "    --" << setting.option << "=" << setting.value << " (" << setting.variable << ")";
+    if (!setting.overridden_by.empty()) out << ", overridden by " << setting.overridden_by;
     out << "\n";
-    for (const auto& [name, value] : worker.env) {
-      const auto inherited = spec.base_env.find(name);
-      if (inherited == spec.base_env.end() || inherited->second != value) {
-        out << "  env: " << name << "=" << value << "\n";
-      }
+  }
+}
+
+void PrintConfig(std::ostream& out, const LaunchConfig& config, const PlannedRound& round) {
+  out << "ddprun dry run: nothing is launched\n";
+  PrintPreset(out, config);
+  Field(out, "nnodes", std::to_string(config.min_nodes) + ":" + std::to_string(config.max_nodes));
+  Field(out, "nproc_per_node", std::to_string(config.nproc_per_node));
+  Field(out, "node_rank", std::to_string(config.node_rank));
+  Field(out, "rdzv_backend", config.rdzv_backend);
+  Field(out, "rdzv_endpoint", config.rdzv_endpoint);
+  Field(out, "run_id", config.rdzv_id);
+  const bool at_rendezvous = round.master_addr_shown == kAtRendezvous;
+  Field(out, "master",
+        at_rendezvous ? round.master_addr_shown
+                      : round.master_addr_shown + ":" + round.master_port_shown);
+  Field(out, "max_restarts", std::to_string(config.max_restarts));
+  Field(out, "role", config.role);
+  Field(out, "log_dir", LogDirText(config));
+  const int first = round.group.ranks.base_global_rank;
+  const int last = first + config.nproc_per_node - 1;
+  Field(out, "ranks",
+        std::to_string(first) + (last > first ? "-" + std::to_string(last) : "") +
+            " of world size " + std::to_string(round.group.ranks.global_world_size));
+  for (const auto& note : round.notes) Field(out, "note", note);
+}
+
+std::string ShownValue(const std::string& name, const std::string& value,
+                       const PlannedRound& round) {
+  if (name == env::kMasterAddr) return round.master_addr_shown;
+  if (name == env::kMasterPort) return round.master_port_shown;
+  return value;
+}
+
+void PrintWorker(std::ostream& out, const elastic::WorkerLaunch& worker,
+                 const elastic::Environment& original_env, const PlannedRound& round) {
+  out << "worker local_rank=" << worker.local_rank << " rank=" << worker.global_rank
+      << "\n  command:";
+  for (const auto& arg : worker.argv) out << " " << Quote(arg);
+  out << "\n";
+  for (const auto& [name, value] : worker.env) {
+    const auto inherited = original_env.find(name);
+    const bool changed = inherited == original_env.end() || inherited->second != value;
+    if (changed || WorkerVariables().count(name) != 0) {
+      out << "  env: " << name << "=" << ShownValue(name, value, round) << "\n";
     }
   }
+}
+
+}  // namespace
+
+void PrintDryRun(std::ostream& out, const LaunchConfig& config,
+                 const elastic::Environment& original_env,
+                 const elastic::Environment& launcher_env) {
+  const elastic::WorkerSpec spec = MakeWorkerSpec(config, launcher_env, kLogDir);
+  const PlannedRound round = PlanRound(config, spec);
+  const elastic::AttemptLaunch attempt = elastic::PlanAttempt(spec, round.group);
+  PrintConfig(out, config, round);
+  for (const auto& worker : attempt.workers) PrintWorker(out, worker, original_env, round);
+  out.flush();
+}
+
+int RunDryRun(std::ostream& out, const LaunchConfig& config,
+              const elastic::Environment& launcher_env) {
+  PrintDryRun(out, config, CurrentEnvironment(), launcher_env);
+  return 0;
 }
 
 }  // namespace ddprun::launcher

@@ -1,16 +1,14 @@
-// Where workers find their c10d store (MASTER_ADDR / MASTER_PORT) and who serves it.
+// Where workers find their c10d store (MASTER_ADDR / MASTER_PORT) for the launches this build
+// supports, without binding anything (for --dry_run and for checking the request early).
 #pragma once
 #include "elastic/launch_config.h"
 #include "rendezvous/rendezvous_handler.h"
 
 namespace ddprun::launcher {
 
-// Standalone: this host (--local_addr, else its FQDN as torchrun) and a free port on which
-// worker rank 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=False). Static single node:
-// --master_addr/--master_port. Throws UsageError for launches this build cannot do yet.
-rendezvous::RendezvousInfo ChooseMasterEndpoint(const elastic::LaunchConfig& config);
-
-// A port that was free a moment ago (bind to port 0, read it back, close).
-int FindFreePort();
+// Standalone: 127.0.0.1 and an ephemeral port (shown as 0) of the launcher's own store.
+// Static (one or more nodes): --master_addr/--master_port, served by node 0. Throws UsageError
+// for multi-node launches with another backend, which this build cannot do yet.
+rendezvous::RendezvousInfo PlannedMasterEndpoint(const elastic::LaunchConfig& config);
 
 }  // namespace ddprun::launcher

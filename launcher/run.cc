@@ -9,11 +9,14 @@
 #include "common/hostname.h"
 #include "common/logging.h"
 #include "elastic/agent.h"
+#include "launcher/agent_loop.h"
 #include "launcher/cli.h"
 #include "launcher/dry_run.h"
+#include "launcher/hosted_store.h"
 #include "launcher/launch_setup.h"
 #include "launcher/local_process_context.h"
 #include "launcher/master_endpoint.h"
+#include "launcher/multinode_launch.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -36,34 +39,6 @@ elastic::Environment LauncherEnvironment(const LaunchConfig& config) {
   return env;
 }
 
-void Report(const AgentResult& result, const LaunchConfig& config) {
-  switch (result.state) {
-    case AgentResult::State::kSucceeded:
-      return;
-    case AgentResult::State::kFailed:
-      std::cerr << "\n"
-                << elastic::FormatFailureSummary(EntrypointName(config), Fqdn(), result.failures)
-                << std::endl;
-      return;
-    case AgentResult::State::kStopped:
-      std::cerr << "ddprun: received " << SignalName(result.signal).value_or("a signal")
-                << "; workers stopped" << std::endl;
-      return;
-    case AgentResult::State::kError:
-      std::cerr << "ddprun: error: " << result.error << std::endl;
-      return;
-  }
-}
-
-// Forwards every handled signal to the agent until the agent is done.
-void WatchSignals(asio::signal_set& signals, elastic::Agent& agent) {
-  signals.async_wait([&signals, &agent](const boost::system::error_code& error, int signal) {
-    if (error) return;
-    agent.HandleSignal(signal);
-    WatchSignals(signals, agent);
-  });
-}
-
 int Launch(const LaunchConfig& config) {
   std::signal(SIGPIPE, SIG_IGN);
   if (config.standalone_flag) {
@@ -71,30 +46,18 @@ int Launch(const LaunchConfig& config) {
                  config.rdzv_backend, config.rdzv_endpoint, config.rdzv_id);
   }
   const elastic::Environment env = LauncherEnvironment(config);
+  if (config.dry_run) return RunDryRun(std::cout, config, env);  // before any dir or port
   RunLogDir logs(config, config.rdzv_id);
   const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
-  const rendezvous::RendezvousInfo master = ChooseMasterEndpoint(config);
-  if (config.dry_run) {
-    PrintDryRun(std::cout, config, spec, master);
-    return 0;
-  }
-  rendezvous::SingleNodeRendezvous rendezvous(config.rdzv_id, master);
+  PlannedMasterEndpoint(config);  // rejects what this build cannot launch, before binding
+  if (IsMultiNode(config)) return LaunchMultiNode(config, spec);
   asio::io_context io;
+  HostedStoreRendezvous rendezvous(io, config);
   LocalProcessContext processes(io);
   elastic::Agent agent(spec, {config.shutdown_timeout}, rendezvous, processes);
-  asio::signal_set signals(io);
-  for (const auto& name : config.signals_to_handle) {
-    if (const auto number = SignalNumber(name)) signals.add(*number);
-  }
-  AgentResult result;
-  agent.Run([&](const AgentResult& done) {
-    result = done;
-    signals.cancel();
-    io.stop();
-  });
-  WatchSignals(signals, agent);
-  io.run();
-  Report(result, config);
+  const AgentResult result = RunAgentLoop(io, config, agent);
+  rendezvous.Shutdown();
+  ReportResult(result, config);
   return result.ExitCode();
 }
 

@@ -1,0 +1,89 @@
+# ddprun developer entry points. On a fresh Debian 12 machine: `make demo`, then `make check`.
+# CMake does the real build; this file only strings the steps together.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+MAKEFLAGS += --no-print-directory
+
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+BUILD_DIR ?= build
+SANITIZE_DIR ?= build-sanitize
+BUILD_TYPE ?= RelWithDebInfo
+# Debian's interpreter: the one with python3-torch (the first python3 on PATH may be another).
+PYTHON ?= /usr/bin/python3
+CTEST_JOBS ?= $(NPROC)
+# Per-test limit for tests that set none themselves (most set their own TIMEOUT).
+CTEST_TIMEOUT ?= 600
+CTEST_FLAGS ?= --output-on-failure -j$(CTEST_JOBS) --timeout $(CTEST_TIMEOUT)
+
+.PHONY: all deps configure build demo torch2-venv check check-sanitize bench man clean help
+
+all: build
+
+help:
+	@echo "make deps            install the Debian packages (scripts/install-deps.sh)"
+	@echo "make build           configure and build in $(BUILD_DIR)/"
+	@echo "make demo            deps + build, then 4 real workers under ddprun"
+	@echo "make check           deps + PyTorch 2 venv + build + every test"
+	@echo "make check-sanitize  ASan/UBSan build in $(SANITIZE_DIR)/ + tests except interop"
+	@echo "make bench           every bench/*.py script"
+	@echo "make man             the ddprun(1) man page ($(BUILD_DIR)/man/ddprun.1.gz)"
+	@echo "make clean           remove the build directories"
+
+deps:
+	scripts/install-deps.sh
+
+configure:
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j$(NPROC)
+
+demo: deps
+	$(MAKE) --no-print-directory build
+	$(BUILD_DIR)/launcher/ddprun --standalone --nproc_per_node=4 --python $(PYTHON) --tee 3 \
+	  examples/demo_worker.py
+
+# Current PyTorch 2.x in a venv outside the tree (scripts/setup-torch2-venv.sh prints its python
+# on stdout). Its path is kept in $(BUILD_DIR)/torch2-python for `make check`. A failure is fatal
+# in CI and a warning elsewhere (the interop tests that need it then skip).
+torch2-venv:
+	@mkdir -p $(BUILD_DIR); rm -f $(BUILD_DIR)/torch2-python
+	@if [ -x scripts/setup-torch2-venv.sh ]; then \
+	  if out="$$(scripts/setup-torch2-venv.sh)"; then \
+	    py="$$(printf '%s\n' "$$out" | tail -n 1)"; \
+	    if [ -n "$$py" ] && [ -x "$$py" ]; then \
+	      echo "torch2 venv: $$py"; printf '%s\n' "$$py" > $(BUILD_DIR)/torch2-python; \
+	    else echo "make: setup-torch2-venv.sh printed no python path" >&2; [ -z "$${CI:-}" ]; fi; \
+	  else echo "make: setup-torch2-venv.sh failed; the PyTorch 2 interop tests will skip" >&2; \
+	    [ -z "$${CI:-}" ]; fi; \
+	else echo "torch2 venv: scripts/setup-torch2-venv.sh not present, skipped"; fi
+
+check: deps
+	$(MAKE) --no-print-directory torch2-venv build
+	torch2="$$(cat $(BUILD_DIR)/torch2-python 2>/dev/null || true)"; \
+	  if [ -n "$$torch2" ]; then export DDPRUN_TORCH2_PYTHON="$$torch2"; fi; \
+	  ctest --test-dir $(BUILD_DIR) $(CTEST_FLAGS)
+
+# ASan + UBSan in a separate tree; the interop tests (real PyTorch, slow) are left out.
+check-sanitize: deps
+	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDDPRUN_SANITIZE=ON
+	cmake --build $(SANITIZE_DIR) -j$(NPROC)
+	ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}" \
+	UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
+	  ctest --test-dir $(SANITIZE_DIR) $(CTEST_FLAGS) -LE interop
+
+bench: build
+	torch2="$$(cat $(BUILD_DIR)/torch2-python 2>/dev/null || true)"; \
+	  if [ -n "$$torch2" ]; then export DDPRUN_TORCH2_PYTHON="$$torch2"; fi; \
+	  export DDPRUN_BUILD_DIR="$(abspath $(BUILD_DIR))"; \
+	  for script in bench/*.py; do echo "== $$script"; $(PYTHON) "$$script"; done
+
+man: configure
+	@command -v scdoc >/dev/null || { echo "make: scdoc is missing: run make deps" >&2; exit 1; }
+	cmake --build $(BUILD_DIR) --target ddprun_man
+	@echo "man page: $(BUILD_DIR)/man/ddprun.1.gz (read it with: man -l $(BUILD_DIR)/man/ddprun.1.gz)"
+
+clean:
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR)

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Store benchmark: the same load (bench/store_load: N clients mixing set/get/add/wait) against
+ddprun's server and PyTorch's own servers, in one run. Prints ops/s and p50/p99 latency of each
+and the ratio to ddprun.
+
+  bench/store_bench.py [--build-dir build] [--clients 64] [--seconds 5]
+
+PyTorch 1.13 is Debian's /usr/bin/python3 (legacy protocol, legacy server); PyTorch 2.x is the
+venv of scripts/setup-torch2-venv.sh (validated protocol, libuv server), when present.
+"""
+import argparse
+import json
+import os
+import select
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCH_SERVER = r"""
+import datetime, sys
+import torch.distributed as d
+s = d.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=120), wait_for_workers=False)
+print(f"listening on 127.0.0.1:{s.port}", flush=True)
+sys.stdin.read()
+"""
+
+
+def start(argv):
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    ready, _, _ = select.select([process.stdout], [], [], 120)
+    line = process.stdout.readline() if ready else ""
+    if not line.startswith("listening on "):
+        process.kill()
+        raise RuntimeError(f"{argv[0]} did not start: {line!r}")
+    return process, int(line.strip().rsplit(":", 1)[1])
+
+
+def stop(process):
+    process.terminate()
+    try:
+        process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+
+
+def has_torch(python, major):
+    if not python or not os.access(python, os.X_OK):
+        return False
+    out = subprocess.run([python, "-c", "import torch.distributed, torch; print(torch.__version__)"],
+                         capture_output=True, text=True, timeout=120)
+    return out.returncode == 0 and out.stdout.startswith(f"{major}.")
+
+
+def torch2_python():
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("DDPRUN_TORCH2_PYTHON",
+                          os.path.join(cache, "ddprun", "torch2-venv", "bin", "python"))
+
+
+def measure(load_bin, server_argv, args, legacy):
+    process, port = start(server_argv)
+    try:
+        argv = [load_bin, "--port", str(port), "--clients", str(args.clients),
+                "--seconds", str(args.seconds)] + (["--legacy"] if legacy else [])
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=args.seconds + 120)
+        if out.returncode != 0:
+            raise RuntimeError(f"store_load failed: {out.stderr}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        stop(process)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build-dir", default=os.environ.get("DDPRUN_BUILD_DIR",
+                                                              os.path.join(HERE, "..", "build")))
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs alternate between servers; the median round is reported")
+    args = parser.parse_args()
+    store_bin = os.path.join(args.build_dir, "tools", "ddprun-store")
+    load_bin = os.path.join(args.build_dir, "tools", "store_load")
+    ddprun = [store_bin, "serve", "--host", "127.0.0.1", "--port", "0"]
+
+    runs = []  # (name, server argv, legacy protocol, name of the ddprun run to compare with)
+    runs.append(("ddprun (2.x protocol)", ddprun, False, None))
+    if has_torch("/usr/bin/python3", 1):
+        runs.append(("ddprun (1.13 protocol)", ddprun, True, None))
+        runs.append(("PyTorch 1.13 server", ["/usr/bin/python3", "-c", TORCH_SERVER], True,
+                     "ddprun (1.13 protocol)"))
+    if has_torch(torch2_python(), 2):
+        runs.append(("PyTorch 2.x libuv server", [torch2_python(), "-c", TORCH_SERVER], False,
+                     "ddprun (2.x protocol)"))
+
+    samples = {name: [] for name, *_ in runs}
+    for _ in range(args.rounds):  # interleaved, so that a noisy machine hurts every server alike
+        for name, argv, legacy, _reference in runs:
+            samples[name].append(measure(load_bin, argv, args, legacy))
+    results = {name: sorted(runs_of, key=lambda r: r["ops_per_s"])[len(runs_of) // 2]
+               for name, runs_of in samples.items()}
+    print(f"{args.clients} clients, {args.seconds:g} s per run, median of {args.rounds} "
+          f"interleaved rounds, mix set/get/add/wait")
+    print(f"{'server':28} {'ops/s':>10} {'p50 us':>8} {'p99 us':>8}  ddprun vs this")
+    for name, _argv, _legacy, reference in runs:
+        result = results[name]
+        ratio = ""
+        if reference:
+            ours = results[reference]
+            ratio = (f"{ours['ops_per_s'] / result['ops_per_s']:.2f}x ops/s, "
+                     f"p99 {ours['p99_us']:.0f} vs {result['p99_us']:.0f} us")
+        print(f"{name:28} {result['ops_per_s']:10.0f} {result['p50_us']:8.0f} "
+              f"{result['p99_us']:8.0f}  {ratio}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

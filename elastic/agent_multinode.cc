@@ -1,0 +1,127 @@
+// The Agent's multi-node half: peers' events, failure records, barriers.
+#include <csignal>
+
+#include "common/logging.h"
+#include "elastic/agent.h"
+
+namespace ddprun::elastic {
+
+void Agent::Watch() {
+  if (!MultiNode() || monitor_ == nullptr) return;
+  watching_ = true;
+  PeerMonitor::Events events;
+  events.on_remote_failure = [this](const NodeFailure& record) { HandleRemoteFailure(record); };
+  events.on_node_lost = [this](int node, const std::string& why) { HandleNodeLost(node, why); };
+  monitor_->Watch(info_, std::move(events));
+}
+
+void Agent::Unwatch() {
+  if (!watching_) return;
+  watching_ = false;
+  monitor_->Unwatch();
+}
+
+void Agent::HandleRemoteFailure(const NodeFailure& record) {
+  if (state_ != State::kHealthy && state_ != State::kExitBarrier) return;
+  spdlog::error("[{}] node {} (host {}) failed: rank {} exitcode {}; stopping the workers of "
+                "this node", spec_.role, record.node_rank, record.host, record.failure.global_rank,
+                record.failure.status.TorchrunCode());
+  failures_.push_back(record.failure);
+  failure_nodes_.push_back(record.node_rank);
+  if (record.node_rank < static_cast<int>(peers_.size())) {
+    peers_[record.node_rank].host = record.host;
+  }
+  StopAfterFailure();
+}
+
+void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
+  if (state_ != State::kHealthy && state_ != State::kExitBarrier) return;
+  spdlog::error("[{}] node {} was lost: {}; stopping the workers of this node", spec_.role,
+                node_rank, reason);
+  lost_ = std::make_pair(node_rank, reason);
+  if (state_ == State::kExitBarrier) {
+    cancel_->store(true);  // the barrier's outcome decides (see OnAllSucceeded)
+    return;
+  }
+  StopAfterFailure();
+}
+
+void Agent::FinishFailed() {
+  AgentResult result = Outcome(AgentResult::State::kFailed);
+  result.failures = failures_;
+  if (!MultiNode()) {
+    Finish(result);
+    return;
+  }
+  if (!failures_.empty()) {
+    const int node = failure_nodes_[RootCauseIndex(failures_)];
+    result.root_cause_node = node;
+    result.root_cause_host = HostOf(node);
+    if (node != info_.group_rank) {
+      result.note = "the root cause is on node " + std::to_string(node) + " (host " +
+                    result.root_cause_host + "); stopped the workers of node " +
+                    std::to_string(info_.group_rank);
+    }
+  }
+  state_ = State::kFailureBarrier;
+  RunBarrier("ddprun/failure_barrier", options_.failure_barrier_timeout, [this, result](bool) {
+    if (state_ == State::kFailureBarrier) Finish(result);
+  });
+}
+
+// `leaving`: this agent stops now and will not join the failure barrier, so count it there.
+void Agent::Publish(const NodeFailure& record, bool leaving) {
+  rendezvous::Store* store = info_.store;
+  const int world = info_.group_world_size;
+  runner_.Run(
+      [store, record, world, leaving] {
+        PublishFailure(*store, record, world);
+        if (leaving) LeaveBarrier(*store, "ddprun/failure_barrier", world);
+      },
+      [](std::exception_ptr error) {
+        if (!error) return;
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& failure) {
+          spdlog::warn("could not tell the other nodes about the failure: {}", failure.what());
+        }
+      });
+}
+
+void Agent::RunBarrier(const std::string& name, std::chrono::milliseconds timeout,
+                       std::function<void(bool completed)> then) {
+  cancel_ = std::make_shared<std::atomic<bool>>(false);
+  rendezvous::Store* store = info_.store;
+  const int world = info_.group_world_size;
+  auto cancel = cancel_;
+  auto completed = std::make_shared<bool>(false);
+  runner_.Run([store, name, world, timeout, cancel,
+               completed] { *completed = ExitBarrier(*store, name, world, timeout, *cancel); },
+              [then = std::move(then), completed, timeout](std::exception_ptr error) {
+                const bool done = !error && *completed;
+                if (!done) {
+                  spdlog::warn("Error waiting on exit barrier (timeout {} s); going on",
+                               timeout.count() / 1000);
+                }
+                then(done);
+              });
+}
+
+AgentResult Agent::LostResult() const {
+  AgentResult result = Outcome(AgentResult::State::kFailed);
+  result.root_cause_node = lost_->first;
+  result.root_cause_host = HostOf(lost_->first);
+  result.note = "node " + std::to_string(lost_->first) + " (host " + result.root_cause_host +
+                ") was lost: " + lost_->second + "; stopped the workers of node " +
+                std::to_string(info_.group_rank);
+  return result;
+}
+
+std::string Agent::HostOf(int node_rank) const {
+  for (const auto& peer : peers_) {
+    if (peer.group_rank == node_rank && !peer.host.empty()) return peer.host;
+  }
+  return "<unknown>";
+}
+
+}  // namespace ddprun::elastic

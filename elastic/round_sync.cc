@@ -1,0 +1,90 @@
+#include "elastic/round_sync.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace ddprun::elastic {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string RoleInfoKey(int group_rank) {
+  return "torchelastic/role_info/" + std::to_string(group_rank);
+}
+
+PeerInfo ParsePeer(const rendezvous::Bytes& value) {
+  const auto json = nlohmann::json::parse(rendezvous::Store::ToString(value));
+  PeerInfo peer;
+  peer.role = json.at("role").get<std::string>();
+  peer.group_rank = json.at("rank").get<int>();
+  peer.local_world_size = json.at("local_world_size").get<int>();
+  peer.host = json.value("host", std::string());
+  return peer;
+}
+
+}  // namespace
+
+std::vector<PeerInfo> ExchangeRoleInfos(rendezvous::Store& store, const PeerInfo& mine,
+                                        int group_world_size) {
+  const nlohmann::json json = {{"role", mine.role},
+                               {"rank", mine.group_rank},
+                               {"local_world_size", mine.local_world_size},
+                               {"host", mine.host}};
+  store.SetString(RoleInfoKey(mine.group_rank), json.dump());
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < group_world_size; ++rank) keys.push_back(RoleInfoKey(rank));
+  std::vector<PeerInfo> peers;
+  for (const auto& value : store.MultiGet(keys)) peers.push_back(ParsePeer(value));
+  return peers;
+}
+
+RankAssignment AssignFromPeers(const std::vector<PeerInfo>& peers, int group_rank) {
+  std::vector<RoleInfo> infos;
+  for (const auto& peer : peers) infos.push_back({peer.role, peer.group_rank, peer.local_world_size});
+  const auto assignments = AssignRanks(infos);
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    if (peers[i].group_rank == group_rank) return assignments[i];
+  }
+  throw std::logic_error("group rank " + std::to_string(group_rank) + " is not in the round");
+}
+
+std::string InboxKey(int node_rank) { return "ddprun/inbox/" + std::to_string(node_rank); }
+std::string HeartbeatKey(int node_rank) { return "ddprun/heartbeat/" + std::to_string(node_rank); }
+
+void PublishFailure(rendezvous::Store& store, const NodeFailure& record, int group_world_size) {
+  const std::string text = EncodeNodeFailure(record);
+  std::vector<std::string> keys;
+  std::vector<rendezvous::Bytes> values;
+  for (int rank = 0; rank < group_world_size; ++rank) {
+    if (rank == record.node_rank) continue;
+    keys.push_back(InboxKey(rank));
+    values.push_back(rendezvous::Store::ToBytes(text));
+  }
+  store.MultiSet(keys, values);
+}
+
+bool ExitBarrier(rendezvous::Store& store, const std::string& name, int world_size,
+                 std::chrono::milliseconds timeout, const std::atomic<bool>& cancel) {
+  if (store.Add(name + "/num_members", 1) >= world_size) {
+    store.SetString(name + "/last_member", "1");
+    return true;  // the last one to arrive need not wait
+  }
+  const auto deadline = Clock::now() + timeout;
+  const std::string last = name + "/last_member";
+  while (!cancel) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return false;
+    try {
+      store.Wait({last}, std::min(left, std::chrono::milliseconds{1000}));
+      return true;
+    } catch (const rendezvous::StoreTimeout&) {
+    }
+  }
+  return false;
+}
+
+void LeaveBarrier(rendezvous::Store& store, const std::string& name, int world_size) {
+  if (store.Add(name + "/num_members", 1) >= world_size) store.SetString(name + "/last_member", "1");
+}
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,72 @@
+#include "launcher/agent_loop.h"
+
+#include <iostream>
+
+#include "common/hostname.h"
+#include "launcher/launch_setup.h"
+
+namespace ddprun::launcher {
+namespace {
+
+using elastic::AgentResult;
+
+// Forwards every handled signal to the agent until the agent is done.
+void WatchSignals(asio::signal_set& signals, elastic::Agent& agent) {
+  signals.async_wait([&signals, &agent](const boost::system::error_code& error, int signal) {
+    if (error) return;
+    agent.HandleSignal(signal);
+    WatchSignals(signals, agent);
+  });
+}
+
+void ReportFailure(const AgentResult& result, const elastic::LaunchConfig& config) {
+  if (!result.failures.empty()) {
+    const std::string host = result.root_cause_host.empty() ? Fqdn() : result.root_cause_host;
+    std::cerr << "\n"
+              << elastic::FormatFailureSummary(EntrypointName(config), host, result.failures)
+              << std::endl;
+  }
+  if (!result.note.empty()) std::cerr << "ddprun: " << result.note << std::endl;
+}
+
+}  // namespace
+
+AgentResult RunAgentLoop(asio::io_context& io, const elastic::LaunchConfig& config,
+                         elastic::Agent& agent) {
+  asio::signal_set signals(io);
+  for (const auto& name : config.signals_to_handle) {
+    if (const auto number = SignalNumber(name)) signals.add(*number);
+  }
+  AgentResult result;
+  bool done = false;
+  agent.Run([&](const AgentResult& outcome) {
+    result = outcome;
+    done = true;
+    signals.cancel();
+    io.stop();
+  });
+  if (!done) {
+    WatchSignals(signals, agent);
+    io.run();
+  }
+  return result;
+}
+
+void ReportResult(const AgentResult& result, const elastic::LaunchConfig& config) {
+  switch (result.state) {
+    case AgentResult::State::kSucceeded:
+      return;
+    case AgentResult::State::kFailed:
+      ReportFailure(result, config);
+      return;
+    case AgentResult::State::kStopped:
+      std::cerr << "ddprun: received " << SignalName(result.signal).value_or("a signal")
+                << "; workers stopped" << std::endl;
+      return;
+    case AgentResult::State::kError:
+      std::cerr << "ddprun: error: " << result.error << std::endl;
+      return;
+  }
+}
+
+}  // namespace ddprun::launcher

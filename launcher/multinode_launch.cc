@@ -1,0 +1,130 @@
+#include "launcher/multinode_launch.h"
+
+#include <unistd.h>
+
+#include <memory>
+
+#include "common/errors.h"
+#include "common/logging.h"
+#include "elastic/agent.h"
+#include "launcher/agent_loop.h"
+#include "launcher/join_progress.h"
+#include "launcher/local_process_context.h"
+#include "launcher/node_monitor.h"
+#include "launcher/store_server_thread.h"
+#include "launcher/thread_runner.h"
+#include "rendezvous/static_rendezvous.h"
+#include "rendezvous/tcp_store_client.h"
+
+namespace ddprun::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+
+milliseconds PositiveSeconds(const elastic::LaunchConfig& config, const std::string& key,
+                             milliseconds fallback) {
+  const auto it = config.rdzv_conf.find(key);
+  if (it == config.rdzv_conf.end()) return fallback;
+  try {
+    std::size_t used = 0;
+    const double seconds = std::stod(it->second, &used);
+    if (used == it->second.size() && seconds > 0) {
+      return milliseconds(static_cast<std::int64_t>(seconds * 1000));
+    }
+  } catch (const std::exception&) {
+  }
+  throw UsageError("--rdzv_conf " + key + "=" + it->second + ": a positive number of seconds "
+                   "is expected");
+}
+
+std::string StoreHost(const elastic::LaunchConfig& config) {
+  return config.node_rank == 0 ? "127.0.0.1" : config.master_addr;
+}
+
+rendezvous::StoreConnector Connector(const elastic::LaunchConfig& config) {
+  const std::string host = StoreHost(config);
+  const int port = config.master_port.value_or(29500);
+  return [host, port](milliseconds timeout) -> std::shared_ptr<rendezvous::Store> {
+    rendezvous::ClientOptions options;
+    options.host = host;
+    options.port = port;
+    options.timeout = milliseconds{60'000};
+    options.connect_timeout = timeout;
+    return std::make_shared<rendezvous::TcpStoreClient>(options);
+  };
+}
+
+rendezvous::StaticRendezvousOptions RendezvousOptions(const elastic::LaunchConfig& config,
+                                                      const elastic::WorkerSpec& spec,
+                                                      const MultiNodeSettings& settings) {
+  rendezvous::StaticRendezvousOptions options;
+  options.run_id = config.rdzv_id;
+  options.node_rank = config.node_rank;
+  options.num_nodes = config.max_nodes;
+  options.master_addr = config.master_addr;
+  options.master_port = config.master_port.value_or(29500);
+  options.host = spec.hostname;
+  options.join_timeout = settings.join_timeout;
+  options.on_progress = MakeJoinProgressPrinter(::isatty(STDERR_FILENO) == 1);
+  return options;
+}
+
+NodeMonitorOptions MonitorOptions(const elastic::LaunchConfig& config,
+                                  const MultiNodeSettings& settings) {
+  NodeMonitorOptions options;
+  options.store_host = StoreHost(config);
+  options.store_port = config.master_port.value_or(29500);
+  options.run_id = config.rdzv_id;
+  options.interval = settings.keep_alive_interval;
+  options.max_attempts = settings.keep_alive_max_attempt;
+  return options;
+}
+
+}  // namespace
+
+MultiNodeSettings ReadMultiNodeSettings(const elastic::LaunchConfig& config) {
+  MultiNodeSettings settings;
+  settings.join_timeout = PositiveSeconds(
+      config, "join_timeout", PositiveSeconds(config, "timeout", settings.join_timeout));
+  settings.keep_alive_interval =
+      PositiveSeconds(config, "keep_alive_interval", settings.keep_alive_interval);
+  const milliseconds attempts = PositiveSeconds(config, "keep_alive_max_attempt",
+                                                milliseconds{settings.keep_alive_max_attempt * 1000});
+  settings.keep_alive_max_attempt = std::max<int>(1, static_cast<int>(attempts.count() / 1000));
+  return settings;
+}
+
+bool IsMultiNode(const elastic::LaunchConfig& config) {
+  return !config.standalone && config.max_nodes > 1;
+}
+
+int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec) {
+  const MultiNodeSettings settings = ReadMultiNodeSettings(config);
+  if (config.node_rank >= config.max_nodes) {
+    throw UsageError("--node_rank=" + std::to_string(config.node_rank) + ": must be below "
+                     "--nnodes=" + std::to_string(config.max_nodes));
+  }
+  std::unique_ptr<StoreServerThread> server;
+  if (config.node_rank == 0) {
+    const auto linger = std::max(std::chrono::milliseconds{10'000},
+                                 settings.keep_alive_interval * settings.keep_alive_max_attempt);
+    server = std::make_unique<StoreServerThread>("", config.master_port.value_or(29500), linger);
+  }
+  asio::io_context io;
+  rendezvous::StaticRendezvous rendezvous(RendezvousOptions(config, spec, settings),
+                                          Connector(config));
+  LocalProcessContext processes(io);
+  NodeMonitor monitor(io, MonitorOptions(config, settings));
+  ThreadRunner runner(io);
+  elastic::AgentOptions options;
+  options.shutdown_timeout = config.shutdown_timeout;
+  options.failure_barrier_timeout = settings.keep_alive_interval * settings.keep_alive_max_attempt;
+  elastic::Agent agent(spec, options, rendezvous, processes, {&runner, &monitor});
+  const elastic::AgentResult result = RunAgentLoop(io, config, agent);
+  rendezvous.Shutdown();
+  monitor.Unwatch();
+  ReportResult(result, config);
+  return result.ExitCode();
+}
+
+}  // namespace ddprun::launcher

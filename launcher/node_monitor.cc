@@ -1,0 +1,168 @@
+#include "launcher/node_monitor.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "common/host_port.h"
+#include "common/logging.h"
+#include "elastic/round_sync.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/static_rendezvous.h"
+#include "rendezvous/tcp_store_client.h"
+
+namespace ddprun::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rendezvous::Store;
+
+struct Beat {
+  std::int64_t value = -1;
+  Clock::time_point changed;
+};
+
+}  // namespace
+
+// One round's watch: the thread, its stop flag and the connection that wakes it.
+class NodeMonitor::Watcher {
+ public:
+  using Post = std::function<void(std::function<void(const Events&)>)>;
+
+  Watcher(const NodeMonitorOptions& options, const rendezvous::RendezvousInfo& round, Post post)
+      : options_(options),
+        prefix_(rendezvous::StaticRendezvous::RoundPrefix(options.run_id, round.round)),
+        me_(round.group_rank),
+        world_(round.group_world_size),
+        post_(std::move(post)),
+        thread_([this] { Loop(); }) {}
+
+  ~Watcher() {
+    stop_ = true;
+    Wake();
+    thread_.join();
+  }
+
+ private:
+  std::shared_ptr<Store> Connect() const {
+    rendezvous::ClientOptions client;
+    client.host = options_.store_host;
+    client.port = options_.store_port;
+    client.timeout = options_.interval * 2;
+    client.connect_timeout = options_.interval;
+    return std::make_shared<rendezvous::PrefixStore>(
+        prefix_, std::make_shared<rendezvous::TcpStoreClient>(client));
+  }
+
+  void Wake() {
+    std::lock_guard lock(mutex_);
+    if (!waker_) return;
+    try {
+      waker_->SetString(elastic::InboxKey(me_), "stop");
+    } catch (const std::exception&) {  // the store is gone: the watch ends by itself
+    }
+  }
+
+  void Loop() {
+    try {
+      auto store = Connect();
+      {
+        std::lock_guard lock(mutex_);
+        waker_ = Connect();
+      }
+      Watch(*store);
+    } catch (const rendezvous::StoreConnectionError& error) {
+      if (!stop_) LostStore(error.what());
+    } catch (const std::exception& error) {
+      spdlog::warn("node monitor stopped: {}", error.what());
+    }
+  }
+
+  void Watch(Store& store) {
+    const auto patience = options_.interval * options_.max_attempts;
+    store.Add(elastic::HeartbeatKey(me_), 1);
+    for (int node = 0; node < world_; ++node) beats_[node] = {-1, Clock::now()};
+    while (!stop_) {
+      try {
+        store.Wait({elastic::InboxKey(me_)}, options_.interval);
+        if (stop_) return;
+        const auto record = elastic::DecodeNodeFailure(store.GetString(elastic::InboxKey(me_)));
+        post_([record](const Events& events) { events.on_remote_failure(record); });
+        return;
+      } catch (const rendezvous::StoreTimeout&) {
+      }
+      if (stop_) return;
+      if (const auto lost = BeatAndCheck(store, patience)) {
+        const std::string why = "no heartbeat for " +
+                                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                   patience).count() / 1000.0).substr(0, 4) +
+                                " s (keep_alive_interval x keep_alive_max_attempt)";
+        const int node = *lost;
+        post_([node, why](const Events& events) { events.on_node_lost(node, why); });
+        return;
+      }
+    }
+  }
+
+  std::optional<int> BeatAndCheck(Store& store, std::chrono::milliseconds patience) {
+    store.Add(elastic::HeartbeatKey(me_), 1);
+    const auto now = Clock::now();
+    for (int node = 0; node < world_; ++node) {
+      if (node == me_) continue;
+      const std::int64_t value = store.Add(elastic::HeartbeatKey(node), 0);
+      Beat& beat = beats_[node];
+      if (value != beat.value) {
+        beat = {value, now};
+      } else if (now - beat.changed > patience) {
+        return node;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void LostStore(const std::string& error) {
+    const std::string why = "lost the connection to its store at " +
+                            HostPort{options_.store_host, options_.store_port}.ToString() +
+                            " (" + error + ")";
+    post_([why](const Events& events) { events.on_node_lost(0, why); });
+  }
+
+  NodeMonitorOptions options_;
+  std::string prefix_;
+  int me_;
+  int world_;
+  Post post_;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::shared_ptr<Store> waker_;
+  std::map<int, Beat> beats_;
+  std::thread thread_;
+};
+
+NodeMonitor::NodeMonitor(asio::io_context& io, NodeMonitorOptions options)
+    : io_(io), options_(std::move(options)) {}
+
+NodeMonitor::~NodeMonitor() { Unwatch(); }
+
+void NodeMonitor::Watch(const rendezvous::RendezvousInfo& round, Events events) {
+  Unwatch();
+  const int generation = *generation_;
+  std::weak_ptr<int> current = generation_;
+  auto shared_events = std::make_shared<Events>(std::move(events));
+  auto post = [this, generation, current, shared_events](std::function<void(const Events&)> fire) {
+    asio::post(io_, [generation, current, shared_events, fire = std::move(fire)] {
+      const auto alive = current.lock();
+      if (alive && *alive == generation) fire(*shared_events);
+    });
+  };
+  watcher_ = std::make_unique<Watcher>(options_, round, std::move(post));
+}
+
+void NodeMonitor::Unwatch() {
+  ++*generation_;
+  watcher_.reset();
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,36 @@
+// Node 0's store in a multi-node launch: a TcpStoreServer on its own io_context and thread, so
+// that node 0's agent reaches it through a blocking client exactly as the other nodes do, and
+// it keeps serving while the agent's thread blocks.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/asio.h"
+#include "rendezvous/tcp_store_server.h"
+
+namespace ddprun::launcher {
+
+class StoreServerThread {
+ public:
+  // Binds `host` ("" = every interface) : `port` now; a port in use throws UsageError.
+  // Before closing, the destructor waits up to `linger` until every client has disconnected,
+  // so that peers finishing their exit barrier never see the store vanish under them.
+  StoreServerThread(const std::string& host, int port,
+                    std::chrono::milliseconds linger = std::chrono::milliseconds{0});
+  ~StoreServerThread();  // lingers, closes every connection and joins
+  StoreServerThread(const StoreServerThread&) = delete;
+  StoreServerThread& operator=(const StoreServerThread&) = delete;
+
+  int Port() const { return port_; }
+
+ private:
+  asio::io_context io_;
+  std::unique_ptr<rendezvous::TcpStoreServer> server_;
+  int port_ = 0;
+  std::chrono::milliseconds linger_;
+  std::thread thread_;
+};
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,40 @@
+// A Store held in this process's memory with the TCP store's exact semantics (it shares the
+// server's KeySpace). Thread-safe: Get and Wait block on a condition variable until a writer
+// adds the keys or the deadline passes (StoreTimeout). For tests and single-node agents.
+#pragma once
+#include <condition_variable>
+#include <mutex>
+
+#include "rendezvous/store.h"
+#include "rendezvous/tcp_store_server_keys.h"
+
+namespace ddprun::rendezvous {
+
+class InMemoryStore : public Store {
+ public:
+  explicit InMemoryStore(std::chrono::milliseconds timeout = kDefaultTimeout);
+
+  void Set(const std::string& key, const Bytes& value) override;
+  Bytes Get(const std::string& key) override;
+  std::int64_t Add(const std::string& key, std::int64_t delta) override;
+  Bytes CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  bool Check(const std::vector<std::string>& keys) override;
+  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  using Store::Wait;
+  bool DeleteKey(const std::string& key) override;
+  std::int64_t NumKeys() override;
+  std::vector<Bytes> MultiGet(const std::vector<std::string>& keys) override;
+  void MultiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
+  void Append(const std::string& key, const Bytes& value) override;
+
+ private:
+  // Waits under `lock` until every key exists; throws StoreTimeout at the deadline.
+  void WaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
+                  std::chrono::milliseconds timeout);
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  KeySpace keys_;
+};
+
+}  // namespace ddprun::rendezvous

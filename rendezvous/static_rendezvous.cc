@@ -1,0 +1,124 @@
+#include "rendezvous/static_rendezvous.h"
+
+#include <algorithm>
+
+#include "common/host_port.h"
+#include "rendezvous/prefix_store.h"
+
+namespace ddprun::rendezvous {
+namespace {
+
+constexpr std::chrono::milliseconds kSlice{1000};
+
+std::chrono::milliseconds Ms(std::chrono::steady_clock::duration duration) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(duration);
+}
+
+std::string JoinKey(int node_rank) { return "ddprun/join/" + std::to_string(node_rank); }
+
+std::string Seconds(std::chrono::milliseconds ms) { return std::to_string(ms.count() / 1000); }
+
+}  // namespace
+
+StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options, StoreConnector connect)
+    : options_(std::move(options)), connect_(std::move(connect)) {}
+
+std::string StaticRendezvous::RoundPrefix(const std::string& run_id, int round) {
+  return "ddprun/" + run_id + "/" + std::to_string(round);
+}
+
+RendezvousInfo StaticRendezvous::NextRendezvous() {
+  ThrowIfClosed();
+  const auto start = Clock::now();
+  const auto deadline = start + options_.join_timeout;
+  Report(0, start, false);
+  if (!store_) ConnectUntil(start, deadline);
+  const int round = round_++;
+  round_store_ = std::make_shared<PrefixStore>(RoundPrefix(options_.run_id, round), store_);
+  round_store_->SetString(JoinKey(options_.node_rank), options_.host);
+  WaitForAll(*round_store_, start, deadline);
+  RendezvousInfo info;
+  info.store = round_store_.get();
+  info.group_rank = options_.node_rank;
+  info.group_world_size = options_.num_nodes;
+  info.round = round;
+  info.master_addr = options_.master_addr;
+  info.master_port = options_.master_port;
+  info.use_agent_store = true;
+  return info;
+}
+
+// Retries in short attempts so that Shutdown() is noticed while node 0 is not up yet.
+void StaticRendezvous::ConnectUntil(Clock::time_point start, Clock::time_point deadline) {
+  std::string last_error;
+  while (Clock::now() < deadline) {
+    ThrowIfClosed();
+    try {
+      store_ = connect_(std::clamp(Ms(deadline - Clock::now()), std::chrono::milliseconds{1}, kSlice));
+      return;
+    } catch (const StoreConnectionError& error) {
+      last_error = error.what();
+    }
+    Report(0, start, false);
+  }
+  Report(0, start, true);
+  throw RendezvousTimeoutError(
+      "rendezvous timed out after " + Seconds(options_.join_timeout) + " s: node 0's store at " +
+      HostPort{options_.master_addr, options_.master_port}.ToString() + " never answered (" +
+      last_error + "); start node 0, check --master_addr/--master_port, or raise --rdzv_conf "
+      "join_timeout=SECONDS");
+}
+
+void StaticRendezvous::WaitForAll(Store& store, Clock::time_point start,
+                                  Clock::time_point deadline) {
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < options_.num_nodes; ++rank) keys.push_back(JoinKey(rank));
+  for (;;) {
+    ThrowIfClosed();
+    const auto left = Ms(deadline - Clock::now());
+    try {
+      store.Wait(keys, std::clamp(left, std::chrono::milliseconds{1}, kSlice));
+      Report(options_.num_nodes, start, true);
+      return;
+    } catch (const StoreTimeout&) {
+    }
+    std::string missing;
+    const int joined = CountJoined(store, missing);
+    if (Clock::now() >= deadline) {
+      Report(joined, start, true);
+      throw RendezvousTimeoutError(
+          "rendezvous timed out after " + Seconds(options_.join_timeout) + " s: " +
+          std::to_string(joined) + "/" + std::to_string(options_.num_nodes) +
+          " nodes joined; missing node_rank " + missing + " (waiting at " +
+          HostPort{options_.master_addr, options_.master_port}.ToString() +
+          "); start them or raise --rdzv_conf join_timeout=SECONDS");
+    }
+    Report(joined, start, false);
+  }
+}
+
+int StaticRendezvous::CountJoined(Store& store, std::string& missing) {
+  int joined = 0;
+  for (int rank = 0; rank < options_.num_nodes; ++rank) {
+    if (store.Check({JoinKey(rank)})) {
+      ++joined;
+    } else {
+      missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
+    }
+  }
+  return joined;
+}
+
+void StaticRendezvous::Report(int joined, Clock::time_point start, bool done) {
+  if (!options_.on_progress) return;
+  options_.on_progress(
+      {joined, options_.num_nodes, Ms(Clock::now() - start), options_.join_timeout, done});
+}
+
+void StaticRendezvous::ThrowIfClosed() const {
+  if (closed_) {
+    throw RendezvousClosedError("the rendezvous '" + options_.run_id + "' was shut down");
+  }
+}
+
+}  // namespace ddprun::rendezvous

@@ -1,0 +1,71 @@
+// torchrun's static rendezvous: a fixed number of nodes, group rank = --node_rank, one store on
+// node 0 (served by the launcher on master_addr:master_port). Every node, node 0 included,
+// reaches the store as a client through `connect`, announces itself under the round's prefix
+// ("ddprun/<run_id>/<round>", round = number of earlier rounds) and waits for all the others,
+// in slices of at most a second so that progress is reported and Shutdown() is seen.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "rendezvous/rendezvous_handler.h"
+
+namespace ddprun::rendezvous {
+
+// Progress of one join: `done` is set once, on the last report of the join.
+struct JoinProgress {
+  int joined = 0;
+  int total = 0;
+  std::chrono::milliseconds elapsed{0};
+  std::chrono::milliseconds timeout{0};
+  bool done = false;
+};
+
+struct StaticRendezvousOptions {
+  std::string run_id = "none";
+  int node_rank = 0;
+  int num_nodes = 1;
+  std::string master_addr = "127.0.0.1";  // workers' MASTER_ADDR, and where the store is
+  int master_port = 29500;
+  std::string host;  // this node's name, announced to the others
+  std::chrono::milliseconds join_timeout{900'000};
+  std::function<void(const JoinProgress&)> on_progress;  // optional; called on the caller's thread
+};
+
+// Opens a connection to the store, giving up after `timeout` (throws StoreConnectionError).
+using StoreConnector = std::function<std::shared_ptr<Store>(std::chrono::milliseconds timeout)>;
+
+class StaticRendezvous : public RendezvousHandler {
+ public:
+  StaticRendezvous(StaticRendezvousOptions options, StoreConnector connect);
+
+  // Throws RendezvousTimeoutError naming the missing nodes and join_timeout, or
+  // RendezvousClosedError after Shutdown(). Safe to call from another thread than Shutdown().
+  RendezvousInfo NextRendezvous() override;
+  int NumNodesWaiting() override { return 0; }
+  void SetClosed() override { closed_ = true; }
+  bool IsClosed() override { return closed_; }
+  void Shutdown() override { closed_ = true; }
+  std::string RunId() const override { return options_.run_id; }
+
+  static std::string RoundPrefix(const std::string& run_id, int round);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void ConnectUntil(Clock::time_point start, Clock::time_point deadline);
+  void WaitForAll(Store& store, Clock::time_point start, Clock::time_point deadline);
+  int CountJoined(Store& store, std::string& missing);
+  void Report(int joined, Clock::time_point start, bool done);
+  void ThrowIfClosed() const;
+
+  StaticRendezvousOptions options_;
+  StoreConnector connect_;
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<Store> round_store_;
+  int round_ = 0;
+  std::atomic<bool> closed_{false};
+};
+
+}  // namespace ddprun::rendezvous

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ddprun needs to build, test and document itself.
+# Idempotent and fast: apt is only touched when a package is missing.
+set -euo pipefail
+
+packages=(
+  cmake g++ make
+  libboost1.74-dev libboost-filesystem1.74-dev libboost-system1.74-dev
+  libcli11-dev nlohmann-json3-dev libspdlog-dev catch2 libgloo-dev
+  python3 python3-torch   # Debian's PyTorch 1.13 for /usr/bin/python3 (no recommends: ~1.5 GB of Qt)
+  scdoc iproute2 procps time
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
+  [ "$status" = "install ok installed" ] || missing+=("$pkg")
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "install-deps: missing packages (${missing[*]}) and not root, no sudo: install them as root" >&2
+    exit 1
+  fi
+fi
+
+echo "install-deps: installing ${missing[*]}"
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null

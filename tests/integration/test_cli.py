@@ -1,0 +1,149 @@
+"""Command-line handling: one-line errors with exit code 2, argparse-style prefixes, both option
+spellings, PET_* defaults, --help and --version.
+"""
+import os
+import unittest
+
+from ddprun_testlib import DdprunTestCase, FAKE_WORKER, free_port, read_json
+
+
+class CliErrorTest(DdprunTestCase):
+    """Bad input: exactly one line on stderr naming the problem, exit code 2, nothing started."""
+
+    def assert_usage_error(self, args, must_mention, env=None):
+        result = self.ddprun(*args, env=env, timeout=20)
+        self.assertExit(result, 2)
+        lines = [l for l in result.stderr.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, "expected one line on stderr\n" + result.describe())
+        line = lines[0]
+        self.assertTrue(any(word in line for word in must_mention),
+                        "%r names none of %s\n%s" % (line, must_mention, result.describe()))
+        self.assertNotIn("Traceback", result.stderr)
+        self.assertFalse(os.path.exists(self.path("env_0.0")), "a worker was started")
+        return line
+
+    def worker(self):
+        return ["--no_python", FAKE_WORKER, "--env-json", self.path("env_${local_rank}")]
+
+    def test_nnodes_zero(self):
+        self.assert_usage_error(["--nnodes=0"] + self.worker(), ["nnodes"])
+
+    def test_nnodes_min_above_max(self):
+        self.assert_usage_error(["--nnodes=3:2"] + self.worker(), ["nnodes"])
+
+    def test_nnodes_three_parts(self):
+        self.assert_usage_error(["--nnodes=1:2:3"] + self.worker(), ["nnodes"])
+
+    def test_nnodes_not_a_number(self):
+        self.assert_usage_error(["--nnodes=a"] + self.worker(), ["nnodes"])
+
+    def test_nproc_negative(self):
+        self.assert_usage_error(["--nproc_per_node=-1"] + self.worker(), ["nproc"])
+
+    def test_nproc_zero(self):
+        self.assert_usage_error(["--nproc_per_node=0"] + self.worker(), ["nproc"])
+
+    def test_nproc_unsupported_word(self):
+        self.assert_usage_error(["--nproc_per_node=foo"] + self.worker(), ["nproc", "foo"])
+
+    def test_master_port_out_of_range(self):
+        self.assert_usage_error(["--master_port=70000"] + self.worker(),
+                                ["master_port", "master-port", "70000"])
+
+    def test_unknown_option(self):
+        self.assert_usage_error(["--bogus"] + self.worker(), ["--bogus"])
+
+    def test_unknown_option_with_value(self):
+        self.assert_usage_error(["--bogus=1", "--standalone"] + self.worker(), ["--bogus"])
+
+    def test_missing_script(self):
+        self.assert_usage_error(["--standalone", "--nproc_per_node=2"],
+                                ["training_script", "script"])
+
+    def test_nonexistent_script(self):
+        self.assert_usage_error(["--standalone", "--nproc_per_node=1",
+                                 "/nonexistent/dir/train.py"], ["/nonexistent/dir/train.py"])
+
+    def test_redirects_out_of_range(self):
+        self.assert_usage_error(["--redirects=9"] + self.worker(), ["redirects", "9"])
+
+    def test_tee_bad_map(self):
+        self.assert_usage_error(["--tee=0:5"] + self.worker(), ["tee", "0:5"])
+
+    def test_max_restarts_negative(self):
+        self.assert_usage_error(["--max_restarts=-1"] + self.worker(), ["max_restarts",
+                                                                       "max-restarts"])
+
+    def test_bad_start_method(self):
+        self.assert_usage_error(["--start_method=bogus"] + self.worker(), ["start_method",
+                                                                         "start-method", "bogus"])
+
+    def test_local_ranks_filter_not_ints(self):
+        self.assert_usage_error(["--local_ranks_filter=a,b"] + self.worker(),
+                                ["local_ranks_filter", "local-ranks-filter"])
+
+    def test_bad_pet_value(self):
+        # PET_* values go through the same validation as the flag.
+        self.assert_usage_error(self.worker(), ["nproc", "abc", "PET_NPROC_PER_NODE"],
+                                env=self.env({"PET_NPROC_PER_NODE": "abc"}))
+
+
+class CliTest(DdprunTestCase):
+
+    def run_count(self, *flags, env=None):
+        """Runs fake workers that write their env; returns the LOCAL_WORLD_SIZE they saw."""
+        result = self.ddprun("--standalone", *flags, "--no_python", FAKE_WORKER, "--env-json",
+                             self.path("env_${local_rank}"), env=env)
+        self.assertExit(result, 0)
+        written = sorted(f for f in os.listdir(self.tmp) if f.startswith("env_"))
+        size = int(read_json(self.path("env_0.0"))["LOCAL_WORLD_SIZE"])
+        self.assertEqual(written, ["env_%d.0" % r for r in range(size)], result.describe())
+        return size
+
+    def test_prefix_abbreviation(self):
+        self.assertEqual(self.run_count("--nproc=2"), 2)
+
+    def test_prefix_abbreviation_separate_value(self):
+        self.assertEqual(self.run_count("--nproc", "2"), 2)
+
+    def test_dashed_spelling(self):
+        self.assertEqual(self.run_count("--nproc-per-node=2"), 2)
+
+    def test_underscore_spelling(self):
+        self.assertEqual(self.run_count("--nproc_per_node", "3"), 3)
+
+    def test_pet_default(self):
+        self.assertEqual(self.run_count(env=self.env({"PET_NPROC_PER_NODE": "2"})), 2)
+
+    def test_flag_overrides_pet(self):
+        self.assertEqual(self.run_count("--nproc_per_node=3",
+                                        env=self.env({"PET_NPROC_PER_NODE": "2"})), 3)
+
+    def test_pet_standalone_flag(self):
+        # PET_STANDALONE=1 acts as --standalone, which overrides an explicit --rdzv_id.
+        result = self.ddprun("--nproc_per_node=1", "--rdzv_backend=c10d",
+                             "--rdzv_endpoint=localhost:%d" % free_port(), "--rdzv_id=myid",
+                             "--no_python", FAKE_WORKER, "--env-json",
+                             self.path("env"), env=self.env({"PET_STANDALONE": "1"}))
+        self.assertExit(result, 0)
+        self.assertRegex(read_json(self.path("env.0"))["TORCHELASTIC_RUN_ID"], r"^[0-9a-f-]{36}$")
+
+    def test_help(self):
+        result = self.ddprun("--help", timeout=20)
+        self.assertExit(result, 0)
+        self.assertIn("--nproc_per_node", result.stdout, result.describe())
+        self.assertNotIn("Traceback", result.stderr)
+
+    def test_short_help(self):
+        result = self.ddprun("-h", timeout=20)
+        self.assertExit(result, 0)
+        self.assertIn("--nproc_per_node", result.stdout, result.describe())
+
+    def test_version(self):
+        result = self.ddprun("--version", timeout=20)
+        self.assertExit(result, 0)
+        self.assertTrue(result.stdout.strip(), result.describe())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,269 @@
+// The agent's multi-node policy with the in-memory store, a fake process context and a fake
+// peer monitor: ranks from the round, failure records, remote failures, restarts, lost nodes.
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <optional>
+
+#include "elastic/agent.h"
+#include "rendezvous/in_memory_store.h"
+
+using namespace ddprun;
+using namespace ddprun::elastic;
+
+namespace {
+
+class FakeProcesses : public ProcessContext {
+ public:
+  void Start(const AttemptLaunch& attempt, ExitCallback on_exit) override {
+    attempts.push_back(attempt);
+    on_exit_ = std::move(on_exit);
+  }
+  void Stop(int signal, std::chrono::milliseconds, std::function<void()> on_stopped) override {
+    stop_signals.push_back(signal);
+    on_stopped_ = std::move(on_stopped);
+  }
+  void Exit(int local_rank, ExitStatus status) {
+    WorkerExit exit;
+    exit.local_rank = local_rank;
+    exit.pid = 200 + local_rank;
+    exit.status = status;
+    exit.time = std::chrono::system_clock::now();
+    on_exit_(exit);
+  }
+  void CompleteStop() {
+    REQUIRE(on_stopped_);
+    std::exchange(on_stopped_, nullptr)();
+  }
+  std::string Env(int local_rank, const std::string& name) const {
+    return attempts.back().workers.at(local_rank).env.at(name);
+  }
+  std::vector<AttemptLaunch> attempts;
+  std::vector<int> stop_signals;
+
+ private:
+  ExitCallback on_exit_;
+  std::function<void()> on_stopped_;
+};
+
+class FakeMonitor : public PeerMonitor {
+ public:
+  void Watch(const rendezvous::RendezvousInfo& round, Events e) override {
+    watched_rounds.push_back(round.round);
+    events = std::move(e);
+    watching = true;
+  }
+  void Unwatch() override { watching = false; }
+  std::vector<int> watched_rounds;
+  Events events;
+  bool watching = false;
+};
+
+// Node 1 of 2; node 0 (3 workers on "node0host") is simulated through the shared store.
+class TwoNodeRendezvous : public rendezvous::RendezvousHandler {
+ public:
+  rendezvous::RendezvousInfo NextRendezvous() override {
+    rendezvous::RendezvousInfo info;
+    info.store = &store;
+    info.group_rank = 1;
+    info.group_world_size = 2;
+    info.round = round++;
+    info.master_addr = "10.0.0.1";
+    info.master_port = 29500;
+    info.use_agent_store = true;
+    return info;
+  }
+  int NumNodesWaiting() override { return 0; }
+  void SetClosed() override {}
+  bool IsClosed() override { return false; }
+  void Shutdown() override {}
+  std::string RunId() const override { return "job"; }
+
+  rendezvous::InMemoryStore store{std::chrono::milliseconds{2000}};
+  int round = 0;
+};
+
+WorkerSpec Spec(int max_restarts) {
+  WorkerSpec spec;
+  spec.local_world_size = 2;
+  spec.max_restarts = max_restarts;
+  spec.command = {"train"};
+  spec.hostname = "node1host";
+  return spec;
+}
+
+struct Harness {
+  explicit Harness(int max_restarts = 0) {
+    rendezvous.store.SetString("torchelastic/role_info/0",
+                               R"({"role":"default","rank":0,"local_world_size":3,"host":"node0host"})");
+    AgentOptions options;
+    options.shutdown_timeout = std::chrono::milliseconds{500};
+    options.exit_barrier_timeout = std::chrono::milliseconds{2000};
+    options.failure_barrier_timeout = std::chrono::milliseconds{2000};
+    agent.emplace(Spec(max_restarts), options, rendezvous, processes, AgentLinks{nullptr, &monitor});
+    agent->Run([this](const AgentResult& done) {
+      REQUIRE_FALSE(result.has_value());
+      result = done;
+    });
+  }
+  // Node 0 arrives at barrier `name` (so that this agent's barrier completes at once).
+  void PeerAtBarrier(const std::string& name) { rendezvous.store.Add(name + "/num_members", 1); }
+
+  TwoNodeRendezvous rendezvous;
+  FakeProcesses processes;
+  FakeMonitor monitor;
+  std::optional<Agent> agent;
+  std::optional<AgentResult> result;
+};
+
+NodeFailure RemoteFailure() {
+  NodeFailure record;
+  record.node_rank = 0;
+  record.host = "node0host";
+  record.failure.global_rank = 2;
+  record.failure.local_rank = 2;
+  record.failure.pid = 4242;
+  record.failure.status = ExitStatus::Exited(7);
+  record.failure.time = std::chrono::system_clock::now() - std::chrono::seconds{1};
+  record.failure.error_file = "<N/A>";
+  record.failure.message = "boom";
+  return record;
+}
+
+}  // namespace
+
+TEST_CASE("multi-node: ranks come from every node's role info in the round", "[elastic][agent][multinode]") {
+  Harness h;
+  REQUIRE(h.processes.attempts.size() == 1);
+  CHECK(h.processes.Env(0, "RANK") == "3");
+  CHECK(h.processes.Env(1, "RANK") == "4");
+  CHECK(h.processes.Env(1, "WORLD_SIZE") == "5");
+  CHECK(h.processes.Env(1, "ROLE_RANK") == "4");
+  CHECK(h.processes.Env(1, "ROLE_WORLD_SIZE") == "5");
+  CHECK(h.processes.Env(1, "GROUP_RANK") == "1");
+  CHECK(h.processes.Env(1, "GROUP_WORLD_SIZE") == "2");
+  CHECK(h.processes.Env(1, "LOCAL_WORLD_SIZE") == "2");
+  CHECK(h.processes.Env(1, "MASTER_ADDR") == "10.0.0.1");
+  CHECK(h.processes.Env(1, "TORCHELASTIC_USE_AGENT_STORE") == "True");
+  CHECK(h.rendezvous.store.Check({"torchelastic/role_info/1"}));
+  CHECK(h.monitor.watching);
+}
+
+TEST_CASE("multi-node: a local failure is published to the other node's inbox", "[elastic][agent][multinode]") {
+  Harness h;
+  h.PeerAtBarrier("ddprun/failure_barrier");
+  h.processes.Exit(1, ExitStatus::Exited(3));
+  CHECK_FALSE(h.monitor.watching);
+  const NodeFailure record = DecodeNodeFailure(h.rendezvous.store.GetString(InboxKey(0)));
+  CHECK(record.node_rank == 1);
+  CHECK(record.host == "node1host");
+  CHECK(record.failure.global_rank == 4);
+  CHECK(record.failure.status.code == 3);
+  h.processes.Exit(0, ExitStatus::Signaled(SIGTERM));
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->state == AgentResult::State::kFailed);
+  CHECK(h.result->ExitCode() == 3);
+  CHECK(h.result->root_cause_node == 1);
+  CHECK(h.result->note.empty());
+}
+
+TEST_CASE("multi-node: a remote failure stops the local workers and becomes the root cause", "[elastic][agent][multinode]") {
+  Harness h;
+  h.PeerAtBarrier("ddprun/failure_barrier");
+  h.monitor.events.on_remote_failure(RemoteFailure());
+  REQUIRE(h.processes.stop_signals == std::vector<int>{SIGTERM});
+  CHECK_FALSE(h.monitor.watching);
+  h.processes.Exit(0, ExitStatus::Signaled(SIGTERM));
+  h.processes.Exit(1, ExitStatus::Signaled(SIGTERM));
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->state == AgentResult::State::kFailed);
+  CHECK(h.result->ExitCode() == 7);
+  CHECK(h.result->failures[RootCauseIndex(h.result->failures)].global_rank == 2);
+  CHECK(h.result->root_cause_node == 0);
+  CHECK(h.result->root_cause_host == "node0host");
+  CHECK(h.result->note.find("node 0 (host node0host)") != std::string::npos);
+}
+
+TEST_CASE("multi-node: with restarts left every node restarts together in the next round", "[elastic][agent][multinode]") {
+  Harness h(1);
+  h.monitor.events.on_remote_failure(RemoteFailure());
+  h.processes.CompleteStop();
+  CHECK_FALSE(h.result);
+  REQUIRE(h.processes.attempts.size() == 2);
+  CHECK(h.processes.Env(0, "TORCHELASTIC_RESTART_COUNT") == "1");
+  CHECK(h.processes.Env(0, "RANK") == "3");
+  CHECK(h.monitor.watched_rounds == std::vector<int>{0, 1});
+  CHECK(h.monitor.watching);
+}
+
+TEST_CASE("multi-node: a lost node stops the workers and fails with exit code 1", "[elastic][agent][multinode]") {
+  Harness h(3);  // restarts cannot bring a lost node back
+  h.monitor.events.on_node_lost(0, "no heartbeat for 3 s");
+  REQUIRE(h.processes.stop_signals == std::vector<int>{SIGTERM});
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->state == AgentResult::State::kFailed);
+  CHECK(h.result->ExitCode() == 1);
+  CHECK(h.result->root_cause_node == 0);
+  CHECK(h.result->note.find("node 0 (host node0host) was lost: no heartbeat") != std::string::npos);
+}
+
+TEST_CASE("multi-node: success waits in the exit barrier for the other node", "[elastic][agent][multinode]") {
+  Harness h;
+  h.PeerAtBarrier("ddprun/exit_barrier");
+  h.processes.Exit(0, ExitStatus::Exited(0));
+  h.processes.Exit(1, ExitStatus::Exited(0));
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->state == AgentResult::State::kSucceeded);
+  CHECK(h.rendezvous.store.Check({"ddprun/exit_barrier/last_member"}));
+  CHECK_FALSE(h.monitor.watching);
+}
+
+TEST_CASE("multi-node: a signal tells the other node and counts this node out of the barrier", "[elastic][agent][multinode]") {
+  Harness h;
+  h.agent->HandleSignal(SIGTERM);
+  const NodeFailure record = DecodeNodeFailure(h.rendezvous.store.GetString(InboxKey(0)));
+  CHECK(record.failure.status.Signaled());
+  CHECK(record.failure.message.find("SIGTERM") != std::string::npos);
+  CHECK(h.rendezvous.store.Add("ddprun/failure_barrier/num_members", 0) == 1);
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->ExitCode() == 128 + SIGTERM);
+}
+
+TEST_CASE("node failure records round-trip through JSON", "[elastic][multinode]") {
+  NodeFailure record = RemoteFailure();
+  record.failure.status = ExitStatus::Signaled(SIGKILL);
+  const NodeFailure back = DecodeNodeFailure(EncodeNodeFailure(record));
+  CHECK(back.node_rank == 0);
+  CHECK(back.host == "node0host");
+  CHECK(back.failure.status.Signaled());
+  CHECK(back.failure.status.code == SIGKILL);
+  CHECK(back.failure.pid == 4242);
+  CHECK(back.failure.message == "boom");
+  CHECK_THROWS_AS(DecodeNodeFailure("stop"), std::invalid_argument);
+}
+
+TEST_CASE("multi-node: a node lost after the exit barrier completed is no failure", "[elastic][agent][multinode]") {
+  Harness h;
+  h.PeerAtBarrier("ddprun/exit_barrier");
+  h.processes.Exit(0, ExitStatus::Exited(0));
+  h.processes.Exit(1, ExitStatus::Exited(0));
+  h.monitor.events.on_node_lost(0, "lost the connection to its store");  // node 0 already left
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->state == AgentResult::State::kSucceeded);
+}
+
+TEST_CASE("multi-node: a node lost before the exit barrier completed fails it", "[elastic][agent][multinode]") {
+  Harness h;  // node 0 never arrives at the barrier
+  h.processes.Exit(0, ExitStatus::Exited(0));
+  h.processes.Exit(1, ExitStatus::Exited(0));
+  h.monitor.events.on_node_lost(0, "no heartbeat for 3 s");
+  h.processes.CompleteStop();  // the cancelled barrier returns within its first slice
+  REQUIRE(h.result);
+  CHECK(h.result->state == AgentResult::State::kFailed);
+  CHECK(h.result->ExitCode() == 1);
+}

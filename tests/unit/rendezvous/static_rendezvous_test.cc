@@ -1,0 +1,148 @@
+// The static rendezvous: nodes on threads over one in-memory store or node 0's real TCP store.
+#include <catch2/catch.hpp>
+#include <future>
+#include <thread>
+
+#include "elastic/round_sync.h"
+#include "launcher/store_server_thread.h"
+#include "rendezvous/in_memory_store.h"
+#include "rendezvous/static_rendezvous.h"
+#include "rendezvous/tcp_store_client.h"
+
+using namespace ddprun;
+using namespace ddprun::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+StaticRendezvousOptions Options(int node_rank, int num_nodes,
+                                std::chrono::milliseconds timeout = 5000ms) {
+  StaticRendezvousOptions options;
+  options.run_id = "job";
+  options.node_rank = node_rank;
+  options.num_nodes = num_nodes;
+  options.master_addr = "10.0.0.1";
+  options.master_port = 29500;
+  options.host = "host" + std::to_string(node_rank);
+  options.join_timeout = timeout;
+  return options;
+}
+
+StoreConnector Shared(std::shared_ptr<Store> store) {
+  return [store](std::chrono::milliseconds) { return store; };
+}
+
+// Joins and exchanges role infos as the agent does; returns this node's assignment.
+elastic::RankAssignment JoinAndAssign(StaticRendezvous& rendezvous, int local_world_size) {
+  const RendezvousInfo info = rendezvous.NextRendezvous();
+  elastic::PeerInfo mine{"default", info.group_rank, local_world_size, "h"};
+  const auto peers = elastic::ExchangeRoleInfos(*info.store, mine, info.group_world_size);
+  return elastic::AssignFromPeers(peers, info.group_rank);
+}
+
+}  // namespace
+
+TEST_CASE("static rendezvous: two nodes join one round, group rank = node rank", "[rendezvous][static]") {
+  auto store = std::make_shared<InMemoryStore>(5000ms);
+  StaticRendezvous node0(Options(0, 2), Shared(store));
+  StaticRendezvous node1(Options(1, 2), Shared(store));
+  auto joined1 = std::async(std::launch::async, [&] { return node1.NextRendezvous(); });
+  const RendezvousInfo info0 = node0.NextRendezvous();
+  const RendezvousInfo info1 = joined1.get();
+  CHECK(info0.group_rank == 0);
+  CHECK(info1.group_rank == 1);
+  CHECK(info1.group_world_size == 2);
+  CHECK(info1.round == 0);
+  CHECK(info1.master_addr == "10.0.0.1");
+  CHECK(info1.master_port == 29500);
+  CHECK(info1.use_agent_store);
+  CHECK(info1.store != nullptr);
+  // A second round uses fresh keys: it waits for both nodes again.
+  auto again1 = std::async(std::launch::async, [&] { return node1.NextRendezvous(); });
+  CHECK(node0.NextRendezvous().round == 1);
+  CHECK(again1.get().round == 1);
+}
+
+TEST_CASE("static rendezvous: heterogeneous nodes get torchrun's prefix-sum ranks", "[rendezvous][static]") {
+  auto store = std::make_shared<InMemoryStore>(5000ms);
+  StaticRendezvous node0(Options(0, 3), Shared(store));
+  StaticRendezvous node1(Options(1, 3), Shared(store));
+  StaticRendezvous node2(Options(2, 3), Shared(store));
+  auto r2 = std::async(std::launch::async, [&] { return JoinAndAssign(node2, 1); });
+  auto r1 = std::async(std::launch::async, [&] { return JoinAndAssign(node1, 3); });
+  const auto r0 = JoinAndAssign(node0, 2);
+  CHECK(r0.base_global_rank == 0);
+  CHECK(r1.get().base_global_rank == 2);
+  const auto a2 = r2.get();
+  CHECK(a2.base_global_rank == 5);
+  CHECK(a2.global_world_size == 6);
+  CHECK(a2.role_world_size == 6);
+}
+
+TEST_CASE("static rendezvous: a timeout names the missing nodes and join_timeout", "[rendezvous][static]") {
+  auto store = std::make_shared<InMemoryStore>(5000ms);
+  std::vector<JoinProgress> reports;
+  auto options = Options(0, 3, 300ms);
+  options.on_progress = [&](const JoinProgress& p) { reports.push_back(p); };
+  StaticRendezvous node0(options, Shared(store));
+  try {
+    node0.NextRendezvous();
+    FAIL("no timeout");
+  } catch (const RendezvousTimeoutError& error) {
+    const std::string text = error.what();
+    CHECK(text.find("1/3 nodes joined") != std::string::npos);
+    CHECK(text.find("missing node_rank 1, 2") != std::string::npos);
+    CHECK(text.find("join_timeout") != std::string::npos);
+  }
+  REQUIRE_FALSE(reports.empty());
+  CHECK(reports.back().done);
+  CHECK(reports.back().joined == 1);
+}
+
+TEST_CASE("static rendezvous: an unreachable store times out naming node 0's address", "[rendezvous][static]") {
+  int attempts = 0;
+  StaticRendezvous node1(Options(1, 2, 200ms), [&](std::chrono::milliseconds) -> std::shared_ptr<Store> {
+    ++attempts;
+    throw StoreConnectionError("connect: Connection refused");
+  });
+  try {
+    node1.NextRendezvous();
+    FAIL("no timeout");
+  } catch (const RendezvousTimeoutError& error) {
+    const std::string text = error.what();
+    CHECK(text.find("10.0.0.1:29500") != std::string::npos);
+    CHECK(text.find("Connection refused") != std::string::npos);
+    CHECK(text.find("join_timeout") != std::string::npos);
+  }
+  CHECK(attempts >= 1);
+}
+
+TEST_CASE("static rendezvous: Shutdown from another thread ends a waiting join", "[rendezvous][static]") {
+  auto store = std::make_shared<InMemoryStore>(5000ms);
+  StaticRendezvous node0(Options(0, 2, 60'000ms), Shared(store));
+  auto joining = std::async(std::launch::async, [&] { return node0.NextRendezvous(); });
+  // Wait until node 0 has announced itself, then shut it down.
+  for (int i = 0; i < 500 && !store->Check({"ddprun/job/0/ddprun/join/0"}); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  node0.Shutdown();
+  CHECK(joining.wait_for(5s) == std::future_status::ready);
+  CHECK_THROWS_AS(joining.get(), RendezvousClosedError);
+}
+
+TEST_CASE("static rendezvous: two nodes over node 0's real TCP store on loopback", "[rendezvous][static][tcp]") {
+  launcher::StoreServerThread server("127.0.0.1", 0);
+  auto connect = [&](std::chrono::milliseconds timeout) -> std::shared_ptr<Store> {
+    ClientOptions options;
+    options.port = server.Port();
+    options.connect_timeout = timeout;
+    options.timeout = 5000ms;
+    return std::make_shared<TcpStoreClient>(options);
+  };
+  StaticRendezvous node0(Options(0, 2), connect);
+  StaticRendezvous node1(Options(1, 2), connect);
+  auto r1 = std::async(std::launch::async, [&] { return JoinAndAssign(node1, 3); });
+  const auto r0 = JoinAndAssign(node0, 2);
+  CHECK(r0.global_world_size == 5);
+  CHECK(r1.get().base_global_rank == 2);
+}

@@ -1,0 +1,210 @@
+// ddprun-store: a standalone c10d-compatible store server (`serve`) and a debugging client
+// (`get`, `set`, `add`, ...) for any c10d TCP store, PyTorch's included. Bad command lines
+// print one line on stderr and exit 2; store errors (timeout, connection) exit 1.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/asio.h"
+#include "common/errors.h"
+#include "common/host_port.h"
+#include "common/logging.h"
+#include "rendezvous/tcp_store_client.h"
+#include "rendezvous/tcp_store_server.h"
+
+namespace ddprun {
+namespace {
+
+using rendezvous::Bytes;
+using rendezvous::Store;
+
+struct ClientFlags {
+  std::string host = "127.0.0.1";
+  int port = 29500;
+  double timeout_s = 30;
+  double connect_timeout_s = 10;
+  bool legacy = false;
+  bool raw = false;
+};
+
+struct ServeFlags {
+  rendezvous::ServerOptions options{"::", 29500, {}};
+};
+
+void AddClientFlags(CLI::App& command, ClientFlags& flags) {
+  const auto last_wins = CLI::MultiOptionPolicy::TakeLast;  // a later --timeout overrides
+  command.add_option("--host", flags.host, "store host")->capture_default_str()
+      ->multi_option_policy(last_wins);
+  command.add_option("--port", flags.port, "store port")->capture_default_str()
+      ->check(CLI::Range(0, 65535))->multi_option_policy(last_wins);
+  command.add_option("--timeout", flags.timeout_s, "seconds to wait for keys and replies")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->multi_option_policy(last_wins);
+  command.add_option("--connect-timeout", flags.connect_timeout_s, "seconds to retry connecting")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->multi_option_policy(last_wins);
+  command.add_flag("--legacy", flags.legacy, "speak PyTorch 1.13's protocol (no handshake)");
+  command.add_flag("--raw", flags.raw, "do not add TCPStore's '/' prefix to keys");
+}
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
+
+rendezvous::TcpStoreClient Connect(const ClientFlags& flags) {
+  rendezvous::ClientOptions options;
+  options.host = flags.host;
+  options.port = flags.port;
+  options.timeout = Millis(flags.timeout_s);
+  options.connect_timeout = Millis(flags.connect_timeout_s);
+  options.generation =
+      flags.legacy ? rendezvous::Generation::kLegacy : rendezvous::Generation::kValidated;
+  options.key_prefix = flags.raw ? "" : "/";
+  return rendezvous::TcpStoreClient(options);
+}
+
+void PrintBytes(const Bytes& value) {
+  std::fwrite(value.data(), 1, value.size(), stdout);
+  std::fputc('\n', stdout);
+}
+
+int Serve(const ServeFlags& flags) {
+  asio::io_context io;
+  rendezvous::TcpStoreServer server(io, flags.options);
+  std::cout << "listening on " << HostPort{server.Host(), server.Port()}.ToString() << std::endl;
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int) {
+    server.Stop();
+    io.stop();
+  });
+  io.run();
+  return 0;
+}
+
+std::int64_t ParseInt(const std::string& text, const std::string& what) {
+  try {
+    std::size_t used = 0;
+    const long long value = std::stoll(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(what + " must be an integer, got '" + text + "'");
+}
+
+// The client subcommands; each returns the process exit code.
+struct ClientCommands {
+  ClientFlags flags;
+  std::vector<std::string> args;
+
+  int Run(const std::string& name) {
+    auto store = Connect(flags);
+    if (name == "get") return PrintBytes(store.Get(args.at(0))), 0;
+    if (name == "set") return store.Set(args.at(0), Store::ToBytes(args.at(1))), 0;
+    if (name == "add") return Print(store.Add(args.at(0), ParseInt(args.at(1), "DELTA")));
+    if (name == "wait") return store.Wait(args, store.Timeout()), 0;
+    if (name == "check") return Print(store.Check(args));
+    if (name == "delete") return Print(store.DeleteKey(args.at(0)));
+    if (name == "num-keys") return Print(store.NumKeys());
+    if (name == "append") return store.Append(args.at(0), Store::ToBytes(args.at(1))), 0;
+    if (name == "compare-set") {
+      return PrintBytes(store.CompareSet(args.at(0), Store::ToBytes(args.at(1)),
+                                         Store::ToBytes(args.at(2)))), 0;
+    }
+    if (name == "multi-get") {
+      for (const auto& value : store.MultiGet(args)) PrintBytes(value);
+      return 0;
+    }
+    return MultiSet(store);
+  }
+
+  int MultiSet(Store& store) {
+    if (args.size() % 2 != 0) throw UsageError("multi-set takes KEY VALUE pairs");
+    std::vector<std::string> keys;
+    std::vector<Bytes> values;
+    for (std::size_t i = 0; i < args.size(); i += 2) {
+      keys.push_back(args[i]);
+      values.push_back(Store::ToBytes(args[i + 1]));
+    }
+    store.MultiSet(keys, values);
+    return 0;
+  }
+
+  static int Print(bool value) { return std::cout << (value ? "true" : "false") << "\n", 0; }
+  static int Print(std::int64_t value) { return std::cout << value << "\n", 0; }
+};
+
+struct Spec {
+  const char* name;
+  const char* help;
+  const char* args;
+  int count;  // -1: one or more
+};
+
+constexpr Spec kClientSpecs[] = {
+    {"get", "print a key's value (waits for it up to --timeout)", "KEY", 1},
+    {"set", "set a key", "KEY VALUE", 2},
+    {"add", "add DELTA to a counter key and print the sum", "KEY DELTA", 2},
+    {"wait", "wait until every key exists (up to --timeout)", "KEY", -1},
+    {"check", "print true when every key exists", "KEY", -1},
+    {"delete", "delete a key; print true when it existed", "KEY", 1},
+    {"num-keys", "print the number of keys", "", 0},
+    {"append", "append VALUE to a key", "KEY VALUE", 2},
+    {"compare-set", "set DESIRED if the value is EXPECTED; print the value now stored",
+     "KEY EXPECTED DESIRED", 3},
+    {"multi-get", "print the values of the keys, one per line", "KEY", -1},
+    {"multi-set", "set KEY VALUE pairs in one request", "KEY VALUE", -1},
+};
+
+int Main(int argc, char** argv) {
+  CLI::App app{"ddprun-store: a c10d-compatible TCP store server and client"};
+  app.require_subcommand(1);
+  ServeFlags serve_flags;
+  auto* serve = app.add_subcommand("serve", "run a standalone store server until SIGINT/SIGTERM");
+  serve->add_option("--host", serve_flags.options.host, "bind address ('::' = all, dual stack)")
+      ->capture_default_str();
+  serve->add_option("--port", serve_flags.options.port, "port (0 = ephemeral)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  serve->add_option("--max-key-bytes", serve_flags.options.limits.max_key_bytes)
+      ->capture_default_str();
+  serve->add_option("--max-value-bytes", serve_flags.options.limits.max_value_bytes)
+      ->capture_default_str();
+  serve->add_option("--max-connections", serve_flags.options.limits.max_connections)
+      ->capture_default_str();
+  ClientCommands client;
+  for (const auto& spec : kClientSpecs) {
+    auto* command = app.add_subcommand(spec.name, spec.help);
+    AddClientFlags(*command, client.flags);
+    if (spec.count != 0) {
+      command->add_option("args", client.args, spec.args)
+          ->required()
+          ->type_name(spec.args)
+          ->expected(spec.count < 0 ? -1 : spec.count);
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    if (error.get_exit_code() == 0) return app.exit(error);
+    std::cerr << "ddprun-store: " << error.what() << "\n";
+    return 2;
+  }
+  if (serve->parsed()) return Serve(serve_flags);
+  return client.Run(app.get_subcommands().front()->get_name());
+}
+
+}  // namespace
+}  // namespace ddprun
+
+int main(int argc, char** argv) {
+  ddprun::InitLogging();
+  try {
+    return ddprun::Main(argc, argv);
+  } catch (const ddprun::UsageError& error) {
+    std::cerr << "ddprun-store: " << error.what() << "\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "ddprun-store: " << error.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,84 @@
+#include "worker/worker_store.h"
+
+#include <thread>
+
+#include "common/asio.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/tcp_store_client.h"
+#include "rendezvous/tcp_store_server.h"
+
+namespace ddprun::worker {
+
+// The store server rank 0 hosts: an io_context running on its own thread.
+class WorkerStore::Server {
+ public:
+  explicit Server(int port) : server_(io_, rendezvous::ServerOptions{"", port, {}}) {
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~Server() {
+    asio::post(io_, [this] { server_.Stop(); });
+    work_.reset();
+    thread_.join();
+  }
+
+ private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_ =
+      asio::make_work_guard(io_);
+  rendezvous::TcpStoreServer server_;
+  std::thread thread_;
+};
+
+namespace {
+
+std::shared_ptr<rendezvous::Store> Connect(const WorkerEnv& env,
+                                           std::chrono::milliseconds timeout) {
+  rendezvous::ClientOptions options;
+  options.host = env.master_addr;
+  options.port = env.master_port;
+  options.timeout = timeout;
+  options.connect_timeout = timeout;
+  auto client = std::make_shared<rendezvous::TcpStoreClient>(options);
+  client->SetTimeout(timeout);
+  return std::make_shared<rendezvous::PrefixStore>(
+      WorkerStore::AttemptPrefix(env.restart_count), client);
+}
+
+}  // namespace
+
+WorkerStore::WorkerStore(const WorkerEnv& env, std::chrono::milliseconds timeout)
+    : env_(env), timeout_(timeout) {
+  if (!env.use_agent_store && env.rank == 0) {
+    server_ = std::make_unique<Server>(env.master_port);
+  }
+  client_ = Connect(env, timeout);
+}
+
+WorkerStore::~WorkerStore() {
+  client_.reset();
+  server_.reset();
+}
+
+std::string WorkerStore::AttemptPrefix(int restart_count) {
+  return "ddprun_worker/attempt_" + std::to_string(restart_count);
+}
+
+std::shared_ptr<rendezvous::Store> WorkerStore::Scoped(const std::string& name) const {
+  return std::make_shared<rendezvous::PrefixStore>(name, client_);
+}
+
+std::shared_ptr<rendezvous::Store> WorkerStore::NextScope(const std::string& kind) {
+  return Scoped(kind + "_" + std::to_string(scopes_++));
+}
+
+void WorkerStore::Finish() {
+  if (finished_) return;
+  finished_ = true;
+  // The last rank to finish publishes "finished/all"; only the host has to wait for it.
+  if (client_->Add("finished", 1) == env_.world_size) {
+    client_->Set("finished/all", rendezvous::Store::ToBytes("1"));
+  }
+  if (HostsServer()) client_->Wait({"finished/all"}, timeout_);
+}
+
+}  // namespace ddprun::worker
