@@ -10,6 +10,9 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 BUILD_DIR ?= build
 SANITIZE_DIR ?= build-sanitize
 BUILD_TYPE ?= RelWithDebInfo
+# -O0 compiles about twice as fast as -O2 under ASan, which matters on 2 cores; ASan/UBSan
+# find the same bugs.
+SANITIZE_BUILD_TYPE ?= Debug
 # Debian's interpreter: the one with python3-torch (the first python3 on PATH may be another).
 PYTHON ?= /usr/bin/python3
 CTEST_JOBS ?= $(NPROC)
@@ -68,7 +71,7 @@ check: deps
 
 # ASan + UBSan in a separate tree; the interop tests (real PyTorch, slow) are left out.
 check-sanitize: deps
-	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDDPRUN_SANITIZE=ON
+	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=$(SANITIZE_BUILD_TYPE) -DDDPRUN_SANITIZE=ON
 	cmake --build $(SANITIZE_DIR) -j$(NPROC)
 	ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}" \
 	UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \

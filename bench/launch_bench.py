@@ -129,6 +129,10 @@ def main() -> int:
     check_present(cmds)
     env = dict(os.environ)
     env.pop("LOGLEVEL", None)  # both launchers at their default log level
+    # torchrun leaves a torchelastic_* log directory in $TMPDIR per launch: give both launchers
+    # a private TMPDIR, removed at the end.
+    tmp = tempfile.TemporaryDirectory(prefix="launch_bench_")
+    env["TMPDIR"] = tmp.name
 
     print(f"launch_bench: {args.nproc} workers of /bin/true, {args.repetitions} interleaved runs each")
     print(f"  machine: {platform.node()}, {os.cpu_count()} CPUs, Linux {platform.release()}")
@@ -161,6 +165,7 @@ def main() -> int:
         print(f"  ddprun peak RSS is {rss_ratio:.1f}x smaller  "
               f"target >= {TARGET_RSS_RATIO:.0f}x  {'met' if rss_ratio >= TARGET_RSS_RATIO else 'NOT met'}")
 
+    tmp.cleanup()
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"commands": cmds, "samples": samples, "stats": stats}, indent=2) + "\n")
