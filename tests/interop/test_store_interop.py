@@ -87,6 +87,7 @@ if v2:
     r["append"] = [s.get("m1").decode(), s.get("fresh").decode()]
     # A key set after the timed-out wait must not shift later replies (CANCEL_WAIT).
     other.set("never", "late")
+    other.get("never")  # a round trip: the SET is applied before s counts the keys
     r["after_cancel"] = [s.num_keys(), s.add("cnt", 0)]
     if hasattr(s, "list_keys"):
         r["list_keys"] = sorted(s.list_keys())
