@@ -5,45 +5,14 @@
 #include <optional>
 
 #include "elastic/agent.h"
+#include "tests/unit/elastic/fake_process_context.h"
 #include "rendezvous/in_memory_store.h"
 
 using namespace ddprun;
 using namespace ddprun::elastic;
+using ddprun::elastic::testing::FakeProcessContext;
 
 namespace {
-
-class FakeProcesses : public ProcessContext {
- public:
-  void Start(const AttemptLaunch& attempt, ExitCallback on_exit) override {
-    attempts.push_back(attempt);
-    on_exit_ = std::move(on_exit);
-  }
-  void Stop(int signal, std::chrono::milliseconds, std::function<void()> on_stopped) override {
-    stop_signals.push_back(signal);
-    on_stopped_ = std::move(on_stopped);
-  }
-  void Exit(int local_rank, ExitStatus status) {
-    WorkerExit exit;
-    exit.local_rank = local_rank;
-    exit.pid = 200 + local_rank;
-    exit.status = status;
-    exit.time = std::chrono::system_clock::now();
-    on_exit_(exit);
-  }
-  void CompleteStop() {
-    REQUIRE(on_stopped_);
-    std::exchange(on_stopped_, nullptr)();
-  }
-  std::string Env(int local_rank, const std::string& name) const {
-    return attempts.back().workers.at(local_rank).env.at(name);
-  }
-  std::vector<AttemptLaunch> attempts;
-  std::vector<int> stop_signals;
-
- private:
-  ExitCallback on_exit_;
-  std::function<void()> on_stopped_;
-};
 
 class FakeMonitor : public PeerMonitor {
  public:
@@ -109,7 +78,7 @@ struct Harness {
   void PeerAtBarrier(const std::string& name) { rendezvous.store.Add(name + "/num_members", 1); }
 
   TwoNodeRendezvous rendezvous;
-  FakeProcesses processes;
+  FakeProcessContext processes;
   FakeMonitor monitor;
   std::optional<Agent> agent;
   std::optional<AgentResult> result;

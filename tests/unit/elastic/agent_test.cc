@@ -3,49 +3,13 @@
 #include <optional>
 
 #include "elastic/agent.h"
+#include "tests/unit/elastic/fake_process_context.h"
 
 using namespace ddprun;
 using namespace ddprun::elastic;
+using ddprun::elastic::testing::FakeProcessContext;
 
 namespace {
-
-// Records what the agent asks for; the test decides when workers exit and stops complete.
-class FakeProcessContext : public ProcessContext {
- public:
-  void Start(const AttemptLaunch& attempt, ExitCallback on_exit) override {
-    attempts.push_back(attempt);
-    on_exit_ = std::move(on_exit);
-  }
-  void Stop(int signal, std::chrono::milliseconds grace, std::function<void()> on_stopped) override {
-    stop_signals.push_back(signal);
-    last_grace = grace;
-    on_stopped_ = std::move(on_stopped);
-  }
-  void Exit(int local_rank, ExitStatus status) {
-    WorkerExit exit;
-    exit.local_rank = local_rank;
-    exit.pid = 100 + local_rank;
-    exit.status = status;
-    exit.time = std::chrono::system_clock::now();
-    on_exit_(exit);
-  }
-  void CompleteStop() {
-    REQUIRE(on_stopped_);
-    auto callback = std::exchange(on_stopped_, nullptr);
-    callback();
-  }
-  int RestartCountOfLastAttempt() const {
-    return std::stoi(attempts.back().workers.front().env.at("TORCHELASTIC_RESTART_COUNT"));
-  }
-
-  std::vector<AttemptLaunch> attempts;
-  std::vector<int> stop_signals;
-  std::chrono::milliseconds last_grace{-1};
-
- private:
-  ExitCallback on_exit_;
-  std::function<void()> on_stopped_;
-};
 
 class FailingRendezvous : public rendezvous::SingleNodeRendezvous {
  public:
