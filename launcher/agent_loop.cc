@@ -29,7 +29,22 @@ void ReportFailure(const AgentResult& result, const elastic::LaunchConfig& confi
   if (!result.note.empty()) std::cerr << "ddprun: " << result.note << std::endl;
 }
 
+sigset_t HandledSignals(const elastic::LaunchConfig& config) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const auto& name : config.signals_to_handle) {
+    if (const auto number = SignalNumber(name)) sigaddset(&set, *number);
+  }
+  return set;
+}
+
 }  // namespace
+
+HeldSignals::HeldSignals(const elastic::LaunchConfig& config) : held_(HandledSignals(config)) {
+  sigprocmask(SIG_BLOCK, &held_, nullptr);
+}
+
+HeldSignals::~HeldSignals() { sigprocmask(SIG_UNBLOCK, &held_, nullptr); }
 
 AgentResult RunAgentLoop(asio::io_context& io, const elastic::LaunchConfig& config,
                          elastic::Agent& agent) {
@@ -37,6 +52,8 @@ AgentResult RunAgentLoop(asio::io_context& io, const elastic::LaunchConfig& conf
   for (const auto& name : config.signals_to_handle) {
     if (const auto number = SignalNumber(name)) signals.add(*number);
   }
+  const sigset_t handled = HandledSignals(config);
+  sigprocmask(SIG_UNBLOCK, &handled, nullptr);  // pending ones now reach `signals`
   AgentResult result;
   bool done = false;
   agent.Run([&](const AgentResult& outcome) {

@@ -41,6 +41,7 @@ elastic::Environment LauncherEnvironment(const LaunchConfig& config) {
 
 int Launch(const LaunchConfig& config) {
   std::signal(SIGPIPE, SIG_IGN);
+  const HeldSignals held(config);
   if (config.standalone_flag) {
     spdlog::info("Rendezvous info: --rdzv-backend={} --rdzv-endpoint={} --rdzv-id={}",
                  config.rdzv_backend, config.rdzv_endpoint, config.rdzv_id);

@@ -36,7 +36,11 @@ StoreConnection::StoreConnection(asio::ip::tcp::socket socket, KeySpace& keys,
       on_closed_(std::move(on_closed)),
       peer_(PeerName(socket_)) {}
 
-void StoreConnection::Start() { ReadMore(); }
+void StoreConnection::Start() {
+  boost::system::error_code ignored;
+  socket_.non_blocking(true, ignored);  // reads happen on readiness and must never block
+  ReadMore();
+}
 
 void StoreConnection::Close(const std::string& reason) {
   if (closed_) return;
@@ -54,20 +58,35 @@ void StoreConnection::Close(const std::string& reason) {
 
 void StoreConnection::ReadMore() {
   if (closed_ || reading_ || OutputFull()) return;
+  reading_ = true;
+  // Wait for readiness, then read once: a request costs one recv and one send, without the
+  // extra recv that fails with EAGAIN after each request (as libuv's server does it).
+  socket_.async_wait(asio::ip::tcp::socket::wait_read,
+                     [self = shared_from_this()](const boost::system::error_code& error) {
+                       self->reading_ = false;
+                       if (self->closed_) return;
+                       if (error) {
+                         self->OnRead(error, 0);
+                         return;
+                       }
+                       self->ReadAvailable();
+                     });
+}
+
+void StoreConnection::ReadAvailable() {
   CompactInput();
   const std::size_t pending = input_end_ - input_begin_;
   const std::size_t wanted = need_ > pending ? need_ - pending : 0;
   const std::size_t chunk = std::clamp(wanted, kReadChunk, kMaxReadChunk);
   if (input_.size() < input_end_ + chunk) input_.resize(input_end_ + chunk);
-  reading_ = true;
-  socket_.async_read_some(
-      asio::buffer(input_.data() + input_end_, chunk),
-      [self = shared_from_this()](const boost::system::error_code& error, std::size_t bytes) {
-        self->reading_ = false;
-        if (self->closed_) return;
-        self->input_end_ += bytes;
-        self->OnRead(error, bytes);
-      });
+  boost::system::error_code error;
+  const std::size_t bytes = socket_.read_some(asio::buffer(input_.data() + input_end_, chunk), error);
+  if (error == asio::error::would_block || error == asio::error::try_again) {
+    ReadMore();
+    return;
+  }
+  input_end_ += bytes;
+  OnRead(error, bytes);
 }
 
 void StoreConnection::OnRead(const boost::system::error_code& error, std::size_t /*bytes*/) {

@@ -366,3 +366,50 @@ def port_is_free(port):
             return True
         except OSError:
             return False
+
+
+def can_create_netns():
+    """True when this process may create network namespaces (root and a working `ip netns`)."""
+    if os.geteuid() != 0:
+        return False
+    name = "ddpchk%s" % uuid.uuid4().hex[:6]
+    ok = subprocess.run(["ip", "netns", "add", name], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL).returncode == 0
+    if ok:
+        subprocess.run(["ip", "netns", "del", name], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    return ok
+
+
+class NetnsPair:
+    """Two simulated hosts: network namespaces joined by a veth pair, host n at 10.213.7.(n+1).
+    Register remove() as a test cleanup right after creating it (it also runs on failure)."""
+
+    def __init__(self):
+        tag = uuid.uuid4().hex[:6]
+        self.names = ["ddpA%s" % tag, "ddpB%s" % tag]
+        self.devices = ["vA%s" % tag, "vB%s" % tag]
+        self.addresses = ["10.213.7.1", "10.213.7.2"]
+
+    def create(self):
+        for ns in self.names:
+            self._ip("netns", "add", ns)
+        self._ip("link", "add", self.devices[0], "type", "veth", "peer", "name", self.devices[1])
+        for ns, dev, addr in zip(self.names, self.devices, self.addresses):
+            self._ip("link", "set", dev, "netns", ns)
+            self._ip("-n", ns, "addr", "add", addr + "/24", "dev", dev)
+            self._ip("-n", ns, "link", "set", dev, "up")
+            self._ip("-n", ns, "link", "set", "lo", "up")
+
+    def remove(self):
+        for ns in self.names:
+            subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30)
+
+    def exec_prefix(self, host):
+        return ["ip", "netns", "exec", self.names[host]]
+
+    @staticmethod
+    def _ip(*args):
+        subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, timeout=30)

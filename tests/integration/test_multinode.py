@@ -8,6 +8,7 @@ import time
 import unittest
 import uuid
 
+import ddprun_testlib as lib  # noqa: E402
 from ddprun_testlib import (DDPRUN, FAKE_WORKER, DdprunTestCase, free_port, pids_with_marker,
                             read_json, wait_for)
 
@@ -187,45 +188,16 @@ class LoopbackTest(MultiNodeCase):
             return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def can_create_netns():
-    if os.geteuid() != 0:
-        return False
-    name = "ddpchk%s" % uuid.uuid4().hex[:6]
-    ok = subprocess.run(["ip", "netns", "add", name], stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL).returncode == 0
-    if ok:
-        subprocess.run(["ip", "netns", "del", name], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-    return ok
-
-
-@unittest.skipUnless(can_create_netns(), "needs root and `ip netns`")
+@unittest.skipUnless(lib.can_create_netns(), "needs root and `ip netns`")
 class NetnsTest(MultiNodeCase):
     """Each agent in its own network namespace; node 0 at 10.213.7.1, node 1 at 10.213.7.2."""
 
     def setUp(self):
         super().setUp()
-        tag = uuid.uuid4().hex[:6]
-        self.ns = ["ddpA%s" % tag, "ddpB%s" % tag]
-        self.addCleanup(self._remove_namespaces)  # runs after the processes are killed
-        veth = ["vA%s" % tag, "vB%s" % tag]
-        for ns in self.ns:
-            self.ip("netns", "add", ns)
-        self.ip("link", "add", veth[0], "type", "veth", "peer", "name", veth[1])
-        for i, (ns, dev) in enumerate(zip(self.ns, veth)):
-            self.ip("link", "set", dev, "netns", ns)
-            self.ip("-n", ns, "addr", "add", "10.213.7.%d/24" % (i + 1), "dev", dev)
-            self.ip("-n", ns, "link", "set", dev, "up")
-            self.ip("-n", ns, "link", "set", "lo", "up")
-
-    def ip(self, *args):
-        subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, timeout=30)
-
-    def _remove_namespaces(self):
-        for ns in self.ns:
-            subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=30)
+        hosts = lib.NetnsPair()
+        self.ns = hosts.names
+        self.addCleanup(hosts.remove)  # runs after the processes are killed
+        hosts.create()
 
     def test_two_namespaces(self):
         port = 29500 + (os.getpid() % 1000)
