@@ -11,7 +11,6 @@
 // Boost.Process is heavy to compile: it is included here and nowhere else.
 #include <boost/process/args.hpp>
 #include <boost/process/child.hpp>
-#include <boost/process/env.hpp>
 #include <boost/process/exe.hpp>
 #include <boost/process/extend.hpp>
 #include <boost/process/io.hpp>
@@ -27,11 +26,34 @@ constexpr unsigned kCloseRangeCloexec = 1U << 2;
 constexpr unsigned kCloseRangeCloexec = CLOSE_RANGE_CLOEXEC;
 #endif
 
-// Runs in the child between fork and exec: only async-signal-safe calls.
+// The worker's environment as execve wants it, built in the parent. (Boost.Process 1.74's own
+// environment class reads past the end of short entries when looking names up.)
+class EnvBlock {
+ public:
+  explicit EnvBlock(const std::map<std::string, std::string>& env) {
+    for (const auto& [name, value] : env) entries_.push_back(name + "=" + value);
+    for (auto& entry : entries_) pointers_.push_back(entry.data());
+    pointers_.push_back(nullptr);
+  }
+  char** Get() { return pointers_.data(); }
+
+ private:
+  std::vector<std::string> entries_;
+  std::vector<char*> pointers_;
+};
+
+// on_setup runs in the parent before fork; on_exec_setup in the child between fork and exec,
+// with only async-signal-safe calls.
 struct WorkerSetup : bp::extend::handler {
   pid_t launcher_pid;
   int stdout_fd;
   int stderr_fd;
+  char** env;
+
+  template <class Executor>
+  void on_setup(Executor& exec) const {
+    exec.env = env;
+  }
 
   template <class Executor>
   void on_exec_setup(Executor& /*exec*/) const {
@@ -80,13 +102,12 @@ SpawnResult SpawnWorker(const SpawnRequest& request) {
   const std::string& program = request.argv.front();
   const boost::filesystem::path resolved = ResolveProgram(program, request.env);
   if (resolved.empty()) return {-1, 127, "cannot execute '" + program + "': command not found"};
-  bp::environment env;
-  for (const auto& [name, value] : request.env) env[name] = value;
+  EnvBlock env(request.env);
   const std::vector<std::string> args(request.argv.begin() + 1, request.argv.end());
   std::error_code error;
-  bp::child child(bp::exe = resolved.string(), bp::args = args, bp::env = env,
-                  bp::std_in < bp::null,
-                  WorkerSetup{{}, getpid(), request.stdout_fd, request.stderr_fd}, error);
+  bp::child child(bp::exe = resolved.string(), bp::args = args, bp::std_in < bp::null,
+                  WorkerSetup{{}, getpid(), request.stdout_fd, request.stderr_fd, env.Get()},
+                  error);
   if (error) return Failure(program, error.value());
   const pid_t pid = child.id();
   child.detach();  // the process context reaps it through its pidfd
