@@ -206,25 +206,24 @@ void AddMaster(PresetReader& reader) {
   reader.AddInteger("master_port", reader.Integer("MASTER_PORT", 1, 65535, kPort), "MASTER_PORT");
 }
 
-// AI Platform Training: node-level WORLD_SIZE (nodes) and RANK (node rank), master address.
-void AiPlatform(PresetReader& reader) {
-  const long long nodes = reader.Integer("WORLD_SIZE", 1, kMaxInt, kNodes);
-  const long long rank = reader.Integer("RANK", 0, kMaxInt, kRank);
-  reader.CheckRank(rank, "RANK", nodes, "WORLD_SIZE");
-  reader.AddInteger("nnodes", nodes, "WORLD_SIZE");
-  reader.AddInteger("node_rank", rank, "RANK");
+// Platforms that export the node count, this node's rank and MASTER_ADDR/MASTER_PORT.
+void NodesRankAndMaster(PresetReader& reader, const char* nodes_variable, const char* nodes_hint,
+                        const char* rank_variable) {
+  const long long nodes = reader.Integer(nodes_variable, 1, kMaxInt, nodes_hint);
+  const long long rank = reader.Integer(rank_variable, 0, kMaxInt, kRank);
+  reader.CheckRank(rank, rank_variable, nodes, nodes_variable);
+  reader.AddInteger("nnodes", nodes, nodes_variable);
+  reader.AddInteger("node_rank", rank, rank_variable);
   AddMaster(reader);
 }
 
+// AI Platform Training: node-level WORLD_SIZE (nodes) and RANK (node rank), master address.
+void AiPlatform(PresetReader& reader) { NodesRankAndMaster(reader, "WORLD_SIZE", kNodes, "RANK"); }
+
 // AzureML per-node launch (one process per node, so WORLD_SIZE is the node count).
 void AzureMl(PresetReader& reader) {
-  const long long nodes = reader.Integer("WORLD_SIZE", 1, kMaxInt,
-                                         "the number of nodes (per-node launch), an integer >= 1");
-  const long long rank = reader.Integer("NODE_RANK", 0, kMaxInt, kRank);
-  reader.CheckRank(rank, "NODE_RANK", nodes, "WORLD_SIZE");
-  reader.AddInteger("nnodes", nodes, "WORLD_SIZE");
-  reader.AddInteger("node_rank", rank, "NODE_RANK");
-  AddMaster(reader);
+  NodesRankAndMaster(reader, "WORLD_SIZE", "the number of nodes (per-node launch), an integer >= 1",
+                     "NODE_RANK");
 }
 
 // SLURM, one ddprun per node: the first host of the allocation is the master.
