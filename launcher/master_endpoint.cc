@@ -1,19 +1,63 @@
 #include "launcher/master_endpoint.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+
 #include "common/errors.h"
+#include "common/hostname.h"
 
 namespace ddprun::launcher {
+namespace {
 
-rendezvous::RendezvousInfo PlannedMasterEndpoint(const elastic::LaunchConfig& config) {
+// True when every address `name` resolves to is an IPv4 loopback address (127.0.0.0/8), so
+// that a store listening on 127.0.0.1 is reachable through that name.
+bool ResolvesToIpv4LoopbackOnly(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(name.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return false;
+  bool loopback_only = true;
+  for (const addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(entry->ai_addr);
+    loopback_only = loopback_only && entry->ai_family == AF_INET &&
+                    (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+  }
+  ::freeaddrinfo(found);
+  return loopback_only;
+}
+
+}  // namespace
+
+StoreEndpoint SingleNodeStoreEndpoint(const elastic::LaunchConfig& config) {
+  if (config.rdzv_backend == "static" && !config.standalone) {
+    return {{"", config.master_port.value_or(29500), {}}, config.master_addr};
+  }
+  const std::string advertised = config.local_addr.value_or(Fqdn());
+  if (!config.standalone) return {{"", 0, {}}, advertised};
+  const bool loopback = ResolvesToIpv4LoopbackOnly(advertised);
+  return {{"127.0.0.1", 0, {}}, loopback ? advertised : "127.0.0.1"};
+}
+
+void RejectUnsupportedLaunch(const elastic::LaunchConfig& config) {
   if (config.max_nodes > 1 && config.rdzv_backend != "static") {
     throw UsageError("--nnodes=" + std::to_string(config.min_nodes) + ":" +
                      std::to_string(config.max_nodes) + " with --rdzv_backend=" +
                      config.rdzv_backend + ": multi-node launches support only the static "
                      "backend in this build (--master_addr/--master_port/--node_rank)");
   }
+}
+
+rendezvous::RendezvousInfo PlannedMasterEndpoint(const elastic::LaunchConfig& config) {
+  RejectUnsupportedLaunch(config);
   rendezvous::RendezvousInfo info;
-  info.master_addr = config.standalone ? "127.0.0.1" : config.master_addr;
-  info.master_port = config.standalone ? 0 : config.master_port.value_or(29500);
+  if (config.max_nodes > 1) {
+    info.master_addr = config.master_addr;
+    info.master_port = config.master_port.value_or(29500);
+  } else {
+    const StoreEndpoint endpoint = SingleNodeStoreEndpoint(config);
+    info.master_addr = endpoint.master_addr;
+    info.master_port = endpoint.server.port;  // 0: ephemeral, chosen when the store binds
+  }
   info.use_agent_store = true;
   return info;
 }

@@ -3,11 +3,28 @@
 #pragma once
 #include "elastic/launch_config.h"
 #include "rendezvous/rendezvous_handler.h"
+#include "rendezvous/tcp_store_server.h"
 
 namespace ddprun::launcher {
 
-// Standalone: 127.0.0.1 and an ephemeral port (shown as 0) of the launcher's own store.
-// Static (one or more nodes): --master_addr/--master_port, served by node 0. Throws UsageError
+// Where a single-node launch's store listens and what its workers get as MASTER_ADDR.
+struct StoreEndpoint {
+  rendezvous::ServerOptions server;
+  std::string master_addr;
+};
+
+// Static: --master_addr:--master_port on every interface, as torchrun's agent store. c10d on
+// one node: an ephemeral port and this host's --local_addr or FQDN, as torchrun's shared
+// store. --standalone keeps the store on loopback: MASTER_ADDR is the FQDN when that resolves
+// to 127.0.0.0/8 only (as torchrun's value on such hosts), else 127.0.0.1.
+StoreEndpoint SingleNodeStoreEndpoint(const elastic::LaunchConfig& config);
+
+// Throws UsageError for multi-node launches with a backend other than static, which this build
+// cannot do yet.
+void RejectUnsupportedLaunch(const elastic::LaunchConfig& config);
+
+// One node: SingleNodeStoreEndpoint (port 0 when it is chosen at bind time).
+// Several nodes, static: --master_addr/--master_port, served by node 0. Throws UsageError
 // for multi-node launches with another backend, which this build cannot do yet.
 rendezvous::RendezvousInfo PlannedMasterEndpoint(const elastic::LaunchConfig& config);
 

@@ -6,7 +6,6 @@
 #include "common/asio.h"
 #include "common/env_names.h"
 #include "common/errors.h"
-#include "common/hostname.h"
 #include "common/logging.h"
 #include "elastic/agent.h"
 #include "launcher/agent_loop.h"
@@ -50,7 +49,7 @@ int Launch(const LaunchConfig& config) {
   if (config.dry_run) return RunDryRun(std::cout, config, env);  // before any dir or port
   RunLogDir logs(config, config.rdzv_id);
   const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
-  PlannedMasterEndpoint(config);  // rejects what this build cannot launch, before binding
+  RejectUnsupportedLaunch(config);  // before binding anything
   if (IsMultiNode(config)) return LaunchMultiNode(config, spec);
   asio::io_context io;
   HostedStoreRendezvous rendezvous(io, config);

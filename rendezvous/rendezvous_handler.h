@@ -49,7 +49,7 @@ class RendezvousHandler {
   virtual std::string RunId() const = 0;
 };
 
-// A round of one node with a fixed master address: standalone launches.
+// A round of one node with a fixed master address and no store (agent tests use it).
 class SingleNodeRendezvous : public RendezvousHandler {
  public:
   SingleNodeRendezvous(std::string run_id, RendezvousInfo info)
