@@ -80,7 +80,8 @@ void Agent::OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception
 }
 
 void Agent::StartWorkers() {
-  attempt_ = PlanAttempt(spec_, GroupEnv(ranks_));
+  attempt_ =
+      PlanAttempt(spec_, MakeGroupEnv(spec_, info_, ranks_, restart_count_, rendezvous_.RunId()));
   failures_.clear();
   failure_nodes_.clear();
   live_workers_ = static_cast<int>(attempt_.workers.size());
@@ -88,23 +89,6 @@ void Agent::StartWorkers() {
   spdlog::info("[{}] starting {} workers (attempt {})", spec_.role, live_workers_, restart_count_);
   processes_.Start(attempt_, [this](const WorkerExit& exit) { OnWorkerExit(exit); });
   Watch();
-}
-
-WorkerGroupEnv Agent::GroupEnv(const RankAssignment& ranks) const {
-  WorkerGroupEnv group;
-  group.role = spec_.role;
-  group.local_world_size = spec_.local_world_size;
-  group.group_rank = info_.group_rank;
-  group.group_world_size = info_.group_world_size;
-  group.ranks = ranks;
-  group.master_addr = info_.master_addr;
-  group.master_port = info_.master_port;
-  group.restart_count = restart_count_;
-  group.max_restarts = spec_.max_restarts;
-  group.run_id = rendezvous_.RunId();
-  group.use_agent_store = info_.use_agent_store;
-  group.virtual_local_rank = spec_.virtual_local_rank;
-  return group;
 }
 
 void Agent::OnWorkerExit(const WorkerExit& exit) {

@@ -90,7 +90,6 @@ class Agent {
   void StartAttempt();
   void OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception_ptr error);
   void StartWorkers();
-  WorkerGroupEnv GroupEnv(const RankAssignment& ranks) const;
   void Watch();
   void Unwatch();
   void OnWorkerExit(const WorkerExit& exit);

@@ -51,6 +51,25 @@ WorkerLaunch PlanWorker(const WorkerSpec& spec, const WorkerGroupEnv& group,
 
 }  // namespace
 
+WorkerGroupEnv MakeGroupEnv(const WorkerSpec& spec, const rendezvous::RendezvousInfo& round,
+                            const RankAssignment& ranks, int restart_count,
+                            const std::string& run_id) {
+  WorkerGroupEnv group;
+  group.role = spec.role;
+  group.local_world_size = spec.local_world_size;
+  group.group_rank = round.group_rank;
+  group.group_world_size = round.group_world_size;
+  group.ranks = ranks;
+  group.master_addr = round.master_addr;
+  group.master_port = round.master_port;
+  group.restart_count = restart_count;
+  group.max_restarts = spec.max_restarts;
+  group.run_id = run_id;
+  group.use_agent_store = round.use_agent_store;
+  group.virtual_local_rank = spec.virtual_local_rank;
+  return group;
+}
+
 std::string AttemptDir(const WorkerSpec& spec, int restart_count) {
   if (spec.run_log_dir.empty()) return "";
   return spec.run_log_dir + "/attempt_" + std::to_string(restart_count);

@@ -7,6 +7,7 @@
 #include "elastic/launch_config.h"
 #include "elastic/process_context.h"
 #include "elastic/worker_env.h"
+#include "rendezvous/rendezvous_handler.h"
 
 namespace ddprun::elastic {
 
@@ -27,6 +28,12 @@ struct WorkerSpec {
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
 };
+
+// The group environment of one attempt: the spec's role and sizes, the round's place in the
+// group and master endpoint, the ranks assigned in the round, and the restart count.
+WorkerGroupEnv MakeGroupEnv(const WorkerSpec& spec, const rendezvous::RendezvousInfo& round,
+                            const RankAssignment& ranks, int restart_count,
+                            const std::string& run_id);
 
 std::string AttemptDir(const WorkerSpec& spec, int restart_count);
 

@@ -44,6 +44,7 @@ void Field(std::ostream& out, const std::string& label, const std::string& value
 
 // This node's round as the launcher would get it, with what the dry run had to assume.
 struct PlannedRound {
+  rendezvous::RendezvousInfo info;
   elastic::WorkerGroupEnv group;
   std::string master_addr_shown;
   std::string master_port_shown;
@@ -56,11 +57,7 @@ bool IsStatic(const LaunchConfig& config) {
 
 void PlanSingleNode(const LaunchConfig& config, PlannedRound& round) {
   const rendezvous::RendezvousInfo master = PlannedMasterEndpoint(config);
-  round.group.group_rank = master.group_rank;
-  round.group.group_world_size = master.group_world_size;
-  round.group.master_addr = master.master_addr;
-  round.group.master_port = master.master_port;
-  round.group.use_agent_store = master.use_agent_store;
+  round.info = master;
   round.master_addr_shown = master.master_addr;
   round.master_port_shown =
       master.master_port == 0 ? kAtLaunch : std::to_string(master.master_port);
@@ -75,8 +72,8 @@ void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
                      ": expected a node rank below the number of nodes (" + std::to_string(nodes) +
                      ")");
   }
-  round.group.group_rank = config.node_rank < nodes ? config.node_rank : 0;
-  round.group.group_world_size = nodes;
+  round.info.group_rank = config.node_rank < nodes ? config.node_rank : 0;
+  round.info.group_world_size = nodes;
   if (config.min_nodes != config.max_nodes) {
     round.notes.push_back("nnodes " + std::to_string(config.min_nodes) + ":" +
                           std::to_string(nodes) + ": shown with " + std::to_string(nodes) +
@@ -86,17 +83,17 @@ void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
                         std::to_string(config.nproc_per_node) +
                         " workers (other nodes' counts are not known here)");
   if (IsStatic(config)) {
-    round.group.master_addr = round.master_addr_shown = config.master_addr;
-    round.group.master_port = config.master_port.value_or(29500);
-    round.master_port_shown = std::to_string(round.group.master_port);
-    round.group.use_agent_store = true;
+    round.info.master_addr = round.master_addr_shown = config.master_addr;
+    round.info.master_port = config.master_port.value_or(29500);
+    round.master_port_shown = std::to_string(round.info.master_port);
+    round.info.use_agent_store = true;
     return;
   }
   round.master_addr_shown = round.master_port_shown = kAtRendezvous;
-  round.group.use_agent_store = config.rdzv_backend != "etcd";
+  round.info.use_agent_store = config.rdzv_backend != "etcd";
   round.notes.push_back("rdzv_backend " + config.rdzv_backend +
                         ": the rendezvous decides GROUP_RANK (shown as " +
-                        std::to_string(round.group.group_rank) + "), MASTER_ADDR and MASTER_PORT");
+                        std::to_string(round.info.group_rank) + "), MASTER_ADDR and MASTER_PORT");
 }
 
 PlannedRound PlanRound(const LaunchConfig& config, const elastic::WorkerSpec& spec) {
@@ -107,15 +104,11 @@ PlannedRound PlanRound(const LaunchConfig& config, const elastic::WorkerSpec& sp
     PlanSingleNode(config, round);
   }
   std::vector<elastic::RoleInfo> nodes;
-  for (int rank = 0; rank < round.group.group_world_size; ++rank) {
+  for (int rank = 0; rank < round.info.group_world_size; ++rank) {
     nodes.push_back({spec.role, rank, spec.local_world_size});
   }
-  round.group.ranks = elastic::AssignRanks(nodes).at(round.group.group_rank);
-  round.group.role = spec.role;
-  round.group.local_world_size = spec.local_world_size;
-  round.group.max_restarts = spec.max_restarts;
-  round.group.run_id = config.rdzv_id;
-  round.group.virtual_local_rank = spec.virtual_local_rank;
+  const elastic::RankAssignment ranks = elastic::AssignRanks(nodes).at(round.info.group_rank);
+  round.group = elastic::MakeGroupEnv(spec, round.info, ranks, 0, config.rdzv_id);
   return round;
 }
 
