@@ -1,5 +1,6 @@
 #include "launcher/run.h"
 
+#include <boost/algorithm/string/join.hpp>
 #include <csignal>
 #include <iostream>
 
@@ -23,18 +24,12 @@ namespace {
 using elastic::AgentResult;
 using elastic::LaunchConfig;
 
-std::string Join(const std::vector<std::string>& items, const std::string& separator) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
-  return out;
-}
-
 elastic::Environment LauncherEnvironment(const LaunchConfig& config) {
   elastic::Environment env = CurrentEnvironment();
   if (elastic::ApplyOmpDefault(env, config.nproc_per_node)) {
     std::cerr << elastic::OmpWarningBanner() << std::endl;
   }
-  env[env::kSignalsToHandle] = Join(config.signals_to_handle, ",");
+  env[env::kSignalsToHandle] = boost::algorithm::join(config.signals_to_handle, ",");
   return env;
 }
 
