@@ -110,7 +110,7 @@ int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSp
                                  settings.keep_alive_interval * settings.keep_alive_max_attempt);
     server = std::make_unique<StoreServerThread>("", config.master_port.value_or(29500), linger);
   }
-  asio::io_context io;
+  asio::io_context io(kOneThread);
   rendezvous::StaticRendezvous rendezvous(RendezvousOptions(config, spec, settings),
                                           Connector(config));
   LocalProcessContext processes(io);

@@ -46,7 +46,7 @@ int Launch(const LaunchConfig& config) {
   const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
   RejectUnsupportedLaunch(config);  // before binding anything
   if (IsMultiNode(config)) return LaunchMultiNode(config, spec);
-  asio::io_context io;
+  asio::io_context io(kOneThread);
   HostedStoreRendezvous rendezvous(io, config);
   LocalProcessContext processes(io);
   elastic::Agent agent(spec, {config.shutdown_timeout}, rendezvous, processes);

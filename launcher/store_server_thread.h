@@ -26,7 +26,7 @@ class StoreServerThread {
   int Port() const { return port_; }
 
  private:
-  asio::io_context io_;
+  asio::io_context io_{kOneThread};
   std::unique_ptr<rendezvous::TcpStoreServer> server_;
   int port_ = 0;
   std::chrono::milliseconds linger_;

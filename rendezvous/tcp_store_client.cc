@@ -119,17 +119,27 @@ class TcpStoreClient::Socket {
     }
   }
 
+  // Replies are read through a buffer: one poll and one recv usually bring a whole reply (a
+  // request costs send + poll + recv), instead of one recv per field and a failed one first.
   void RecvExact(std::uint8_t* out, std::size_t size, Clock::time_point deadline) {
-    std::size_t got = 0;
+    std::size_t got = TakeBuffered(out, size);
     while (got < size) {
-      const ssize_t n = ::recv(fd_, out + got, size - got, 0);
+      if (!PollUntil(fd_, POLLIN, deadline)) throw ReplyTimeout("no reply from " + peer_);
+      const std::size_t wanted = size - got;
+      const bool direct = wanted >= kReceiveBuffer;  // large values skip the copy
+      const ssize_t n = direct ? ::recv(fd_, out + got, wanted, 0)
+                               : ::recv(fd_, buffer_.data(), buffer_.size(), 0);
       if (n > 0) {
-        got += static_cast<std::size_t>(n);
+        if (direct) {
+          got += static_cast<std::size_t>(n);
+        } else {
+          buffered_begin_ = 0;
+          buffered_end_ = static_cast<std::size_t>(n);
+          got += TakeBuffered(out + got, wanted);
+        }
       } else if (n == 0) {
         throw StoreConnectionError("connection to the store at " + peer_ + " closed by the peer");
-      } else if (errno == EAGAIN || errno == EINTR) {
-        if (!PollUntil(fd_, POLLIN, deadline)) throw ReplyTimeout("no reply from " + peer_);
-      } else {
+      } else if (errno != EAGAIN && errno != EINTR) {
         throw StoreConnectionError("recv from " + peer_ + ": " + std::strerror(errno));
       }
     }
@@ -190,8 +200,20 @@ class TcpStoreClient::Socket {
     return socket;
   }
 
+  // Copies up to `size` already received bytes to `out`; returns how many.
+  std::size_t TakeBuffered(std::uint8_t* out, std::size_t size) {
+    const std::size_t n = std::min(size, buffered_end_ - buffered_begin_);
+    if (n > 0) std::memcpy(out, buffer_.data() + buffered_begin_, n);
+    buffered_begin_ += n;
+    return n;
+  }
+
+  static constexpr std::size_t kReceiveBuffer = 16 * 1024;
   int fd_;
   std::string peer_;
+  std::vector<std::uint8_t> buffer_ = std::vector<std::uint8_t>(kReceiveBuffer);
+  std::size_t buffered_begin_ = 0;
+  std::size_t buffered_end_ = 0;
 };
 
 TcpStoreClient::TcpStoreClient(ClientOptions options) : options_(std::move(options)) {

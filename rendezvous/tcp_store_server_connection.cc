@@ -38,7 +38,7 @@ StoreConnection::StoreConnection(asio::ip::tcp::socket socket, KeySpace& keys,
 
 void StoreConnection::Start() {
   boost::system::error_code ignored;
-  socket_.non_blocking(true, ignored);  // reads happen on readiness and must never block
+  socket_.non_blocking(true, ignored);  // Flush writes directly and must never block
   ReadMore();
 }
 
@@ -56,37 +56,25 @@ void StoreConnection::Close(const std::string& reason) {
   if (on_closed_) on_closed_(id_);
 }
 
+// Asio 1.74's reactor makes this one recv per request: after a short read it does not try the
+// next read speculatively but queues it, and queuing a read needs no epoll_ctl (an async_wait
+// would re-arm the descriptor with one on every request).
 void StoreConnection::ReadMore() {
   if (closed_ || reading_ || OutputFull()) return;
-  reading_ = true;
-  // Wait for readiness, then read once: a request costs one recv and one send, without the
-  // extra recv that fails with EAGAIN after each request (as libuv's server does it).
-  socket_.async_wait(asio::ip::tcp::socket::wait_read,
-                     [self = shared_from_this()](const boost::system::error_code& error) {
-                       self->reading_ = false;
-                       if (self->closed_) return;
-                       if (error) {
-                         self->OnRead(error, 0);
-                         return;
-                       }
-                       self->ReadAvailable();
-                     });
-}
-
-void StoreConnection::ReadAvailable() {
   CompactInput();
   const std::size_t pending = input_end_ - input_begin_;
   const std::size_t wanted = need_ > pending ? need_ - pending : 0;
   const std::size_t chunk = std::clamp(wanted, kReadChunk, kMaxReadChunk);
   if (input_.size() < input_end_ + chunk) input_.resize(input_end_ + chunk);
-  boost::system::error_code error;
-  const std::size_t bytes = socket_.read_some(asio::buffer(input_.data() + input_end_, chunk), error);
-  if (error == asio::error::would_block || error == asio::error::try_again) {
-    ReadMore();
-    return;
-  }
-  input_end_ += bytes;
-  OnRead(error, bytes);
+  reading_ = true;
+  socket_.async_read_some(
+      asio::buffer(input_.data() + input_end_, chunk),
+      [self = shared_from_this()](const boost::system::error_code& error, std::size_t bytes) {
+        self->reading_ = false;
+        if (self->closed_) return;
+        self->input_end_ += bytes;
+        self->OnRead(error, bytes);
+      });
 }
 
 void StoreConnection::OnRead(const boost::system::error_code& error, std::size_t /*bytes*/) {
@@ -117,7 +105,10 @@ void StoreConnection::CompactInput() {
 }
 
 bool StoreConnection::ProcessOne() {
-  if (OutputFull()) return false;
+  if (OutputFull()) {
+    Flush();  // a pipelining client: hand the replies so far to the socket and go on if it can
+    if (OutputFull()) return false;
+  }
   const std::span<const std::uint8_t> data(input_.data() + input_begin_,
                                            input_end_ - input_begin_);
   if (data.size() < need_) return false;
@@ -158,10 +149,23 @@ void StoreConnection::Reply(const Bytes& bytes) {
   if (!processing_) Flush();
 }
 
+// Replies usually fit in the socket buffer: they are written at once (one send, no completion
+// handler), and only what the kernel did not take waits for writability.
 void StoreConnection::Flush() {
   if (closed_ || write_active_ || output_.empty()) return;
+  boost::system::error_code error;
+  const std::size_t written = socket_.write_some(asio::buffer(output_), error);
+  if (error && error != asio::error::would_block && error != asio::error::try_again) {
+    Close("write failed: " + error.message());
+    return;
+  }
+  if (written == output_.size()) {
+    output_.clear();
+    return;
+  }
+  in_flight_.assign(output_.begin() + static_cast<std::ptrdiff_t>(written), output_.end());
+  output_.clear();
   write_active_ = true;
-  std::swap(output_, in_flight_);
   asio::async_write(socket_, asio::buffer(in_flight_),
                     [self = shared_from_this()](const boost::system::error_code& error,
                                                 std::size_t /*bytes*/) { self->OnWritten(error); });

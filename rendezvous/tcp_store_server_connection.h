@@ -30,7 +30,6 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
 
  private:
   void ReadMore();
-  void ReadAvailable();
   void OnRead(const boost::system::error_code& error, std::size_t bytes);
   void ProcessInput();
   void CompactInput();

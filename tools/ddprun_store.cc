@@ -70,7 +70,7 @@ void PrintBytes(const Bytes& value) {
 }
 
 int Serve(const ServeFlags& flags) {
-  asio::io_context io;
+  asio::io_context io(kOneThread);
   rendezvous::TcpStoreServer server(io, flags.options);
   std::cout << "listening on " << HostPort{server.Host(), server.Port()}.ToString() << std::endl;
   asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -91,6 +91,8 @@ std::int64_t ParseInt(const std::string& text, const std::string& what) {
   }
   throw UsageError(what + " must be an integer, got '" + text + "'");
 }
+
+constexpr std::uint32_t kPingNonce = 0x64647072;  // "ddpr"
 
 // The client subcommands; each returns the process exit code.
 struct ClientCommands {
@@ -115,7 +117,21 @@ struct ClientCommands {
       for (const auto& value : store.MultiGet(args)) PrintBytes(value);
       return 0;
     }
+    if (name == "ping") return Print(static_cast<std::int64_t>(store.Ping(kPingNonce)));
+    if (name == "queue-push") return store.QueuePush(args.at(0), Store::ToBytes(args.at(1))), 0;
+    if (name == "queue-len") return Print(store.QueueLen(args.at(0)));
+    if (name == "queue-pop") return QueuePop(store);
     return MultiSet(store);
+  }
+
+  int QueuePop(rendezvous::TcpStoreClient& store) {
+    const auto item = store.QueuePop(args.at(0));
+    if (!item) {
+      std::cerr << "ddprun-store: queue '" << args.at(0) << "' is empty\n";
+      return 1;
+    }
+    PrintBytes(*item);
+    return 0;
   }
 
   int MultiSet(Store& store) {
@@ -154,6 +170,10 @@ constexpr Spec kClientSpecs[] = {
      "KEY EXPECTED DESIRED", 3},
     {"multi-get", "print the values of the keys, one per line", "KEY", -1},
     {"multi-set", "set KEY VALUE pairs in one request", "KEY VALUE", -1},
+    {"ping", "send PING (2.x protocol) and print the echoed nonce", "", 0},
+    {"queue-push", "append ITEM to a queue (PyTorch 2.7+ stores)", "QUEUE ITEM", 2},
+    {"queue-pop", "print and remove a queue's first item; exit 1 when empty", "QUEUE", 1},
+    {"queue-len", "print a queue's length", "QUEUE", 1},
 };
 
 int Main(int argc, char** argv) {

@@ -22,7 +22,7 @@ class WorkerStore::Server {
   }
 
  private:
-  asio::io_context io_;
+  asio::io_context io_{kOneThread};
   asio::executor_work_guard<asio::io_context::executor_type> work_ =
       asio::make_work_guard(io_);
   rendezvous::TcpStoreServer server_;

@@ -213,6 +213,20 @@ class DdprunClientAgainstPyTorchServer(unittest.TestCase):
                 self.assertEqual(run("multi-get", "a", "b"), "1\n2")
                 cli(port, "append", "a", "x")
                 self.assertEqual(run("get", "a"), "1x")
+                self.assertEqual(run("ping"), str(0x64647072))
+                cli(port, "queue-push", "q", "first")
+                cli(port, "queue-push", "q", "second")
+                self.assertEqual(run("queue-len", "q"), "2")
+                self.assertEqual(run("queue-pop", "q"), "first")
+                popped = subprocess.run(
+                    [python, "-c", "import sys, datetime, torch.distributed as d; "
+                     "s = d.TCPStore('127.0.0.1', int(sys.argv[1]), None, False, datetime.timedelta(seconds=20)); "
+                     "print(s.queue_pop('q', block=False).decode(), s.queue_len('q'))", str(port)],
+                    capture_output=True, text=True, timeout=TIMEOUT)
+                self.assertEqual(popped.stdout.strip(), "second 0", popped.stderr)
+                empty = cli(port, "queue-pop", "q", legacy=legacy, check=False)
+                self.assertEqual(empty.returncode, 1, empty.stderr)
+                self.assertIn("'q' is empty", empty.stderr)
             # What ddprun's client wrote is what a PyTorch client reads.
             read = subprocess.run(
                 [python, "-c", "import sys, datetime, torch.distributed as d; "
