@@ -1,7 +1,8 @@
 #include "elastic/worker_env.h"
 
-#include <sstream>
 #include <vector>
+
+#include <boost/algorithm/string.hpp>
 
 #include "common/env_names.h"
 #include "common/errors.h"
@@ -9,22 +10,19 @@
 namespace ddprun::elastic {
 namespace {
 
-std::vector<std::string> SplitCommaList(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');) {
-    const auto first = item.find_first_not_of(" \t");
-    const auto last = item.find_last_not_of(" \t");
-    items.push_back(first == std::string::npos ? "" : item.substr(first, last - first + 1));
-  }
-  return items;
+// CUDA_VISIBLE_DEVICES as a list: split at commas, blanks around each item dropped.
+std::vector<std::string> VisibleDevices(const std::string& text) {
+  std::vector<std::string> devices;
+  boost::algorithm::split(devices, text, boost::algorithm::is_any_of(","));
+  for (auto& device : devices) boost::algorithm::trim_if(device, boost::algorithm::is_any_of(" \t"));
+  return devices;
 }
 
 // --virtual_local_rank: each worker sees exactly one GPU, the local_rank-th visible one.
 std::string VirtualVisibleDevice(const Environment& base, int local_rank) {
   const auto found = base.find(env::kCudaVisibleDevices);
   if (found == base.end()) return std::to_string(local_rank);
-  const auto devices = SplitCommaList(found->second);
+  const auto devices = VisibleDevices(found->second);
   if (local_rank >= static_cast<int>(devices.size())) {
     throw UsageError("local_rank " + std::to_string(local_rank) +
                      " exceeds available GPUs in CUDA_VISIBLE_DEVICES=" + found->second +

@@ -10,6 +10,8 @@
 #include <random>
 #include <set>
 
+#include <boost/algorithm/string.hpp>
+
 #include "common/errors.h"
 #include "common/exit_status.h"
 #include "launcher/cli_internal.h"
@@ -41,19 +43,13 @@ std::optional<long long> ParseInteger(std::string text) {
 }
 
 std::vector<std::string> Split(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  for (std::size_t at; (at = text.find(separator, start)) != std::string::npos; start = at + 1) {
-    parts.push_back(text.substr(start, at - start));
-  }
-  parts.push_back(text.substr(start));
+  std::vector<std::string> parts;  // Python's str.split(separator): empty items kept
+  boost::algorithm::split(parts, text, [separator](char c) { return c == separator; });
   return parts;
 }
 
 std::string Strip(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t");
-  if (first == std::string::npos) return "";
-  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+  return boost::algorithm::trim_copy_if(text, boost::algorithm::is_any_of(" \t"));
 }
 
 bool IsStreamPair(const std::string& item) {

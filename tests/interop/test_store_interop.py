@@ -155,6 +155,15 @@ def run_client_script(python, port):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def torch_client_prints(python, port, expressions):
+    """Runs a PyTorch client `s` against the store at `port` and prints `expressions`."""
+    return subprocess.run(
+        [python, "-c", "import sys, datetime, torch.distributed as d; "
+         "s = d.TCPStore('127.0.0.1', int(sys.argv[1]), None, False, datetime.timedelta(seconds=20)); "
+         f"print({expressions})", str(port)],
+        capture_output=True, text=True, timeout=TIMEOUT)
+
+
 def cli(port, *args, legacy=False, check=True):
     argv = [STORE_BIN, args[0], "--port", str(port), "--timeout", "5"]
     argv += ["--legacy"] if legacy else []
@@ -218,21 +227,14 @@ class DdprunClientAgainstPyTorchServer(unittest.TestCase):
                 cli(port, "queue-push", "q", "second")
                 self.assertEqual(run("queue-len", "q"), "2")
                 self.assertEqual(run("queue-pop", "q"), "first")
-                popped = subprocess.run(
-                    [python, "-c", "import sys, datetime, torch.distributed as d; "
-                     "s = d.TCPStore('127.0.0.1', int(sys.argv[1]), None, False, datetime.timedelta(seconds=20)); "
-                     "print(s.queue_pop('q', block=False).decode(), s.queue_len('q'))", str(port)],
-                    capture_output=True, text=True, timeout=TIMEOUT)
+                popped = torch_client_prints(
+                    python, port, "s.queue_pop('q', block=False).decode(), s.queue_len('q')")
                 self.assertEqual(popped.stdout.strip(), "second 0", popped.stderr)
                 empty = cli(port, "queue-pop", "q", legacy=legacy, check=False)
                 self.assertEqual(empty.returncode, 1, empty.stderr)
                 self.assertIn("'q' is empty", empty.stderr)
             # What ddprun's client wrote is what a PyTorch client reads.
-            read = subprocess.run(
-                [python, "-c", "import sys, datetime, torch.distributed as d; "
-                 "s = d.TCPStore('127.0.0.1', int(sys.argv[1]), None, False, datetime.timedelta(seconds=20)); "
-                 "print(s.get('cas').decode(), s.add('cnt', 0))", str(port)],
-                capture_output=True, text=True, timeout=TIMEOUT)
+            read = torch_client_prints(python, port, "s.get('cas').decode(), s.add('cnt', 0)")
             self.assertEqual(read.stdout.strip(), "b -2", read.stderr)
 
     @unittest.skipUnless(TORCH1, "Debian's python3-torch (1.13) is not installed")
