@@ -106,9 +106,12 @@ int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSp
   }
   std::unique_ptr<StoreServerThread> server;
   if (config.node_rank == 0) {
-    const auto linger = std::max(std::chrono::milliseconds{10'000},
-                                 settings.keep_alive_interval * settings.keep_alive_max_attempt);
-    server = std::make_unique<StoreServerThread>("", config.master_port.value_or(29500), linger);
+    // Live peers beat every keep_alive_interval, so a connection quiet for the heartbeat timeout
+    // belongs to a lost node and is not waited for.
+    const auto heartbeat_timeout = settings.keep_alive_interval * settings.keep_alive_max_attempt;
+    const auto linger = std::max(std::chrono::milliseconds{10'000}, heartbeat_timeout);
+    server = std::make_unique<StoreServerThread>("", config.master_port.value_or(29500), linger,
+                                                 heartbeat_timeout);
   }
   asio::io_context io(kOneThread);
   rendezvous::StaticRendezvous rendezvous(RendezvousOptions(config, spec, settings),

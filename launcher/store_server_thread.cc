@@ -7,19 +7,10 @@
 
 namespace ddprun::launcher {
 
-namespace {
-
-std::size_t Connections(asio::io_context& io, rendezvous::TcpStoreServer& server) {
-  std::promise<std::size_t> count;
-  asio::post(io, [&] { count.set_value(server.NumConnections()); });
-  return count.get_future().get();
-}
-
-}  // namespace
-
 StoreServerThread::StoreServerThread(const std::string& host, int port,
-                                     std::chrono::milliseconds linger)
-    : linger_(linger) {
+                                     std::chrono::milliseconds linger,
+                                     std::chrono::milliseconds quiet_for)
+    : linger_(linger), quiet_for_(quiet_for) {
   rendezvous::ServerOptions options;
   options.host = host;
   options.port = port;
@@ -34,12 +25,12 @@ StoreServerThread::StoreServerThread(const std::string& host, int port,
 }
 
 StoreServerThread::~StoreServerThread() {
-  // Peers disconnect when their launchers exit; polling a counter here is bounded and happens
-  // only at shutdown, off the agent's loop.
+  std::promise<void> clients_gone;
   const auto deadline = std::chrono::steady_clock::now() + linger_;
-  while (std::chrono::steady_clock::now() < deadline && Connections(io_, *server_) > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds{20});
-  }
+  asio::post(io_, [&] {
+    server_->WhenClientsGone(quiet_for_, deadline, [&] { clients_gone.set_value(); });
+  });
+  clients_gone.get_future().wait();
   asio::post(io_, [this] {
     server_->Stop();
     io_.stop();

@@ -15,10 +15,12 @@ namespace ddprun::launcher {
 class StoreServerThread {
  public:
   // Binds `host` ("" = every interface) : `port` now; a port in use throws UsageError.
-  // Before closing, the destructor waits up to `linger` until every client has disconnected,
-  // so that peers finishing their exit barrier never see the store vanish under them.
+  // Before closing, the destructor waits up to `linger` until every client has disconnected or
+  // gone quiet for `quiet_for` (a lost peer's connections never close), so that peers finishing
+  // their exit barrier never see the store vanish under them, while a lost one holds nothing up.
   StoreServerThread(const std::string& host, int port,
-                    std::chrono::milliseconds linger = std::chrono::milliseconds{0});
+                    std::chrono::milliseconds linger = std::chrono::milliseconds{0},
+                    std::chrono::milliseconds quiet_for = std::chrono::milliseconds{0});
   ~StoreServerThread();  // lingers, closes every connection and joins
   StoreServerThread(const StoreServerThread&) = delete;
   StoreServerThread& operator=(const StoreServerThread&) = delete;
@@ -30,6 +32,7 @@ class StoreServerThread {
   std::unique_ptr<rendezvous::TcpStoreServer> server_;
   int port_ = 0;
   std::chrono::milliseconds linger_;
+  std::chrono::milliseconds quiet_for_;
   std::thread thread_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_map>
 
@@ -41,7 +42,7 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
  public:
   Impl(asio::io_context& io, ServerOptions options)
       : io_(io), options_(std::move(options)), keys_(options_.limits), acceptor_(io),
-        retry_timer_(io) {}
+        retry_timer_(io), gone_timer_(io) {}
 
   void Listen() {
     const auto endpoint = ResolveBindEndpoint(io_, options_.host, options_.port);
@@ -74,6 +75,14 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
     auto connections = connections_;
     for (auto& entry : connections) entry.second->Close("server stopped");
     connections_.clear();
+  }
+
+  void WhenClientsGone(std::chrono::milliseconds quiet_for,
+                       std::chrono::steady_clock::time_point deadline, std::function<void()> done) {
+    quiet_for_ = quiet_for;
+    gone_deadline_ = deadline;
+    gone_callback_ = std::move(done);
+    CheckClientsGone();
   }
 
   int Port() const { return port_; }
@@ -109,6 +118,33 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
     Accept();
   }
 
+  // Runs the WhenClientsGone callback if its condition holds, else sets the timer for the
+  // moment it next could.
+  void CheckClientsGone() {
+    if (!gone_callback_) return;
+    const auto now = std::chrono::steady_clock::now();
+    auto next_check = gone_deadline_;
+    bool active = false;
+    for (const auto& entry : connections_) {
+      const auto quiet_at = entry.second->LastActivity() + quiet_for_;
+      if (quiet_at > now) {
+        active = true;
+        next_check = std::min(next_check, quiet_at);
+      }
+    }
+    if (!active || now >= gone_deadline_) {
+      gone_timer_.cancel();
+      auto done = std::move(gone_callback_);
+      gone_callback_ = nullptr;
+      done();
+      return;
+    }
+    gone_timer_.expires_at(next_check);
+    gone_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
+      if (auto self = weak.lock(); self && !error) self->CheckClientsGone();
+    });
+  }
+
   void AddConnection(tcp::socket socket) {
     boost::system::error_code ignored;
     if (connections_.size() >= options_.limits.max_connections) {
@@ -121,7 +157,10 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
     auto connection = std::make_shared<StoreConnection>(
         std::move(socket), keys_, options_.limits, id,
         [weak = weak_from_this()](std::uint64_t closed_id) {
-          if (auto self = weak.lock()) self->connections_.erase(closed_id);
+          if (auto self = weak.lock()) {
+            self->connections_.erase(closed_id);
+            self->CheckClientsGone();
+          }
         });
     connections_.emplace(id, connection);
     connection->Start();
@@ -132,6 +171,10 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
   KeySpace keys_;
   tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
+  asio::steady_timer gone_timer_;  // WhenClientsGone
+  std::function<void()> gone_callback_;
+  std::chrono::milliseconds quiet_for_{0};
+  std::chrono::steady_clock::time_point gone_deadline_;
   std::unordered_map<std::uint64_t, std::shared_ptr<StoreConnection>> connections_;
   std::uint64_t next_id_ = 1;
   int port_ = 0;
@@ -152,5 +195,10 @@ std::string TcpStoreServer::Host() const { return impl_->Host(); }
 void TcpStoreServer::Stop() { impl_->Stop(); }
 KeySpace& TcpStoreServer::Keys() { return impl_->Keys(); }
 std::size_t TcpStoreServer::NumConnections() const { return impl_->NumConnections(); }
+void TcpStoreServer::WhenClientsGone(std::chrono::milliseconds quiet_for,
+                                     std::chrono::steady_clock::time_point deadline,
+                                     std::function<void()> done) {
+  impl_->WhenClientsGone(quiet_for, deadline, std::move(done));
+}
 
 }  // namespace ddprun::rendezvous

@@ -4,6 +4,8 @@
 // oversized request closes only its connection. Not thread-safe: call every method, and use
 // Keys(), on the io_context's thread (or before it runs).
 #pragma once
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -39,6 +41,13 @@ class TcpStoreServer {
   // waiters exactly as a client's would.
   KeySpace& Keys();
   std::size_t NumConnections() const;
+
+  // Calls `done` once, on the io thread, when every client connection has closed or exchanged
+  // nothing for `quiet_for` (the connections of a peer lost to a crash or a partition go quiet
+  // without ever closing), or at `deadline`, whichever comes first. Event-driven: it re-checks
+  // when a connection closes and at the moment the next one would turn quiet.
+  void WhenClientsGone(std::chrono::milliseconds quiet_for,
+                       std::chrono::steady_clock::time_point deadline, std::function<void()> done);
 
  private:
   class Impl;

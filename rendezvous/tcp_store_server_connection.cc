@@ -73,6 +73,7 @@ void StoreConnection::ReadMore() {
         self->reading_ = false;
         if (self->closed_) return;
         self->input_end_ += bytes;
+        if (bytes > 0) self->last_activity_ = std::chrono::steady_clock::now();
         self->OnRead(error, bytes);
       });
 }
@@ -153,6 +154,7 @@ void StoreConnection::Reply(const Bytes& bytes) {
 // handler), and only what the kernel did not take waits for writability.
 void StoreConnection::Flush() {
   if (closed_ || write_active_ || output_.empty()) return;
+  last_activity_ = std::chrono::steady_clock::now();
   boost::system::error_code error;
   const std::size_t written = socket_.write_some(asio::buffer(output_), error);
   if (error && error != asio::error::would_block && error != asio::error::try_again) {

@@ -3,6 +3,7 @@
 // them on the key space and queues replies. Malformed input or a broken limit closes this
 // connection only. Lives on the server's io_context thread.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,6 +26,8 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
                   std::uint64_t id, ClosedCallback on_closed);
 
   void Start();
+  // When this client last sent a request or was sent a reply (or connected).
+  std::chrono::steady_clock::time_point LastActivity() const { return last_activity_; }
   // Drops the socket and every wait/watch registration; logs `reason` at debug level.
   void Close(const std::string& reason);
 
@@ -70,6 +73,7 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   bool write_active_ = false;
   bool processing_ = false;
   bool closed_ = false;
+  std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
   std::vector<KeySpace::WaiterId> waits_;
   std::vector<KeySpace::WaiterId> watches_;
 };

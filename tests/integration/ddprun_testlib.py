@@ -406,6 +406,11 @@ class NetnsPair:
             subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=30)
 
+    @staticmethod
+    def set_link(namespace, device, state):
+        """Brings a host's veth end "up" or "down" (a cable pulled: no FIN, no RST)."""
+        NetnsPair._ip("-n", namespace, "link", "set", device, state)
+
     def exec_prefix(self, host):
         return ["ip", "netns", "exec", self.names[host]]
 

@@ -76,7 +76,7 @@ class LoopbackTest(MultiNodeCase):
         log = self.path("node1.err")
         with open(log, "wb") as err:
             node1 = self.start(self.node_args(1, 1, port) + self.env_action(1), stderr=err)
-        wait_for(lambda: b"waiting for 2 nodes" in open(log, "rb").read(), 10, "node 1 waiting")
+        wait_for(lambda: "waiting for 2 nodes" in lib.read_file(log), 10, "node 1 waiting")
         node0 = self.start(self.node_args(0, 1, port) + self.env_action(0))
         for proc in (node0, node1):
             self.assertExit(self.finish(proc, timeout=TIMEOUT), 0)
@@ -196,6 +196,7 @@ class NetnsTest(MultiNodeCase):
         super().setUp()
         hosts = lib.NetnsPair()
         self.ns = hosts.names
+        self.devices = hosts.devices
         self.addCleanup(hosts.remove)  # runs after the processes are killed
         hosts.create()
 
@@ -224,6 +225,32 @@ class NetnsTest(MultiNodeCase):
         self.assertExit(r0, 5)
         self.assertIn("the root cause is on node 1", r0.stderr, r0.describe())
         self.assertNothingLeft()
+
+    def test_network_partition_stops_both_sides(self):
+        """The veth link goes down under a running group: node 0 (the store) loses node 1's
+        heartbeats and node 1 loses the store; each side stops its workers and exits non-zero
+        with one line naming the other node, and no process is left."""
+        port = 29500 + (os.getpid() % 1000)
+        addr = "10.213.7.1"
+        ready = [self.path("ready_n%d_0" % n) for n in range(2)]
+        nodes = [self.start(["ip", "netns", "exec", self.ns[n]] + self.node_args(n, 1, port, addr) +
+                            ["--ready-file", self.path("ready_n%d_${local_rank}" % n),
+                             "--sleep", "120"])
+                 for n in range(2)]
+        self.wait_for_files(ready, timeout=30, proc=nodes[0])
+        lib.NetnsPair.set_link(self.ns[1], self.devices[1], "down")
+        cut_at = time.monotonic()
+        results = [self.finish(node, timeout=TIMEOUT) for node in nodes]
+        elapsed = time.monotonic() - cut_at
+        for n, result in enumerate(results):
+            self.assertNotEqual(result.returncode, 0, result.describe())
+            self.assertIn("node %d" % (1 - n), result.stderr, result.describe())
+            self.assertNoLauncherTraceback(result)
+        # Heartbeat timeout 1 s x 3, plus an interval on each side and slack; node 0 must not
+        # wait out its 10 s store linger for the lost node's connections, which never close.
+        self.assertLess(elapsed, 8.0, results[0].describe())
+        self.assertNothingLeft()
+        print("\n[multinode] link down -> both nodes exited after %.2f s" % elapsed)
 
 
 if __name__ == "__main__":
