@@ -52,8 +52,8 @@ struct Flags {
   throw std::runtime_error(what + ": " + std::strerror(errno));
 }
 
-// The reply a request is answered with: nothing (SET), a byte, a u32, an i64, or u64 + bytes.
-enum class Reply { kNone, kU8, kU32, kI64, kBytes };
+// The reply a request is answered with: nothing (SET), a byte, an i64, or u64 + bytes.
+enum class Reply { kNone, kU8, kI64, kBytes };
 
 // One client: one connection and the position in its set / get / add / wait cycle.
 class Client {
@@ -100,7 +100,10 @@ class Client {
     std::uint8_t chunk[4096];
     const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
-    if (n <= 0) Fail("store_load: the server closed connection " + std::to_string(index_));
+    if (n == 0) {
+      throw std::runtime_error("the server closed connection " + std::to_string(index_));
+    }
+    if (n < 0) Fail("recv on connection " + std::to_string(index_));
     input_.insert(input_.end(), chunk, chunk + n);
     if (!ReplyComplete()) return false;
     input_.clear();
@@ -164,7 +167,6 @@ class Client {
     switch (expected_) {
       case Reply::kNone: return true;
       case Reply::kU8: return !input_.empty();
-      case Reply::kU32: return input_.size() >= 4;
       case Reply::kI64: return input_.size() >= 8;
       case Reply::kBytes:
         return input_.size() >= 8 &&

@@ -9,13 +9,13 @@
 #include "rendezvous/in_memory_store.h"
 #include "rendezvous/prefix_store.h"
 #include "rendezvous/tcp_store_server_keys.h"
+#include "store_bytes.h"
 
 namespace ddprun::rendezvous {
 namespace {
 
 using std::chrono::milliseconds;
-
-Bytes B(const std::string& text) { return Bytes(text.begin(), text.end()); }
+using testing::B;
 
 }  // namespace
 

@@ -6,20 +6,13 @@
 #include <string>
 
 #include "rendezvous/store_protocol.h"
+#include "store_bytes.h"
 
 namespace ddprun::rendezvous {
 namespace {
 
-Bytes Hex(std::string text) {
-  std::erase(text, ' ');
-  Bytes out;
-  for (std::size_t i = 0; i + 1 < text.size(); i += 2) {
-    out.push_back(static_cast<std::uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
-
-Bytes B(const std::string& text) { return Bytes(text.begin(), text.end()); }
+using testing::B;
+using testing::Hex;
 
 Request Make(Command command, std::vector<std::string> keys = {}, std::vector<Bytes> values = {},
              std::int64_t number = 0, std::uint32_t word = 0) {

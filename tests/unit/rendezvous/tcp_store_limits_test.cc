@@ -7,16 +7,17 @@
 #include <memory>
 #include <vector>
 
+#include "store_bytes.h"
 #include "tcp_store_test_util.h"
 
 namespace ddprun::rendezvous {
 namespace {
 
+using testing::B;
 using testing::Concat;
 using testing::RawConnection;
 using testing::ServerThread;
 
-Bytes B(const std::string& text) { return Bytes(text.begin(), text.end()); }
 Bytes V(Request request) { return EncodeRequest(Generation::kValidated, request); }
 
 ServerOptions Limited(ServerLimits limits) {

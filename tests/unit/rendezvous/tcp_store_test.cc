@@ -6,26 +6,18 @@
 #include <future>
 
 #include "common/errors.h"
+#include "store_bytes.h"
 #include "tcp_store_test_util.h"
 
 namespace ddprun::rendezvous {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::B;
 using testing::Concat;
+using testing::Hex;
 using testing::RawConnection;
 using testing::ServerThread;
-
-Bytes B(const std::string& text) { return Bytes(text.begin(), text.end()); }
-
-Bytes Hex(std::string text) {
-  std::erase(text, ' ');
-  Bytes out;
-  for (std::size_t i = 0; i + 1 < text.size(); i += 2) {
-    out.push_back(static_cast<std::uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
 
 Bytes V(Request request) { return EncodeRequest(Generation::kValidated, request); }
 Bytes L(Request request) { return EncodeRequest(Generation::kLegacy, request); }
