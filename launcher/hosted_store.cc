@@ -26,8 +26,9 @@ HostedStoreRendezvous::HostedStoreRendezvous(asio::io_context& io,
 rendezvous::RendezvousInfo HostedStoreRendezvous::NextRendezvous() {
   if (closed_) throw rendezvous::RendezvousClosedError("the rendezvous '" + run_id_ + "' is closed");
   if (round_ > 0) {
-    auto& keys = server_->Keys();
-    for (const auto& key : keys.ListKeys()) keys.DeleteKey(key);
+    server_->WithKeys([](rendezvous::KeySpace& keys) {
+      for (const auto& key : keys.ListKeys()) keys.DeleteKey(key);
+    });
   }
   rendezvous::RendezvousInfo info = info_;
   info.round = round_++;

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "common/asio.h"
 #include "common/errors.h"
@@ -19,6 +23,8 @@ using asio::ip::tcp;
 // The kernel clamps the backlog to net.core.somaxconn; ask for as much as it allows.
 constexpr int kBacklog = 65535;
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
+
+using WorkGuard = asio::executor_work_guard<asio::io_context::executor_type>;
 
 bool IsWildcard6(const std::string& host) { return host.empty() || host == "::"; }
 
@@ -41,8 +47,24 @@ tcp::endpoint ResolveBindEndpoint(asio::io_context& io, const std::string& host,
 class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
  public:
   Impl(asio::io_context& io, ServerOptions options)
-      : io_(io), options_(std::move(options)), keys_(options_.limits), acceptor_(io),
+      : io_(io), options_(std::move(options)), shared_(options_.limits), acceptor_(io),
         retry_timer_(io), gone_timer_(io) {}
+
+  // The extra io threads (io_threads - 1), each running an io_context of its own.
+  void StartThreads() {
+    for (int i = 1; i < options_.io_threads; ++i) {
+      auto& context = *pool_.emplace_back(std::make_unique<asio::io_context>(kOneThread));
+      pool_work_.push_back(asio::make_work_guard(context));
+      threads_.emplace_back([&context] { context.run(); });
+    }
+  }
+
+  // After Stop: the pool's threads end once their connections have closed.
+  void JoinThreads() {
+    pool_work_.clear();
+    for (auto& thread : threads_) thread.join();
+    threads_.clear();
+  }
 
   void Listen() {
     const auto endpoint = ResolveBindEndpoint(io_, options_.host, options_.port);
@@ -60,9 +82,11 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void Accept() {
-    acceptor_.async_accept([self = shared_from_this()](const boost::system::error_code& error,
-                                                       tcp::socket socket) {
-      self->OnAccept(error, std::move(socket));
+    auto& context = NextContext();
+    acceptor_.async_accept(context, [self = shared_from_this(), &context](
+                                        const boost::system::error_code& error,
+                                        tcp::socket socket) {
+      self->OnAccept(error, context, std::move(socket));
     });
   }
 
@@ -72,9 +96,20 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     retry_timer_.cancel();
-    auto connections = connections_;
-    for (auto& entry : connections) entry.second->Close("server stopped");
-    connections_.clear();
+    std::unordered_map<std::uint64_t, std::shared_ptr<StoreConnection>> connections;
+    {
+      const std::lock_guard lock(connections_mutex_);
+      connections.swap(connections_);
+    }
+    for (auto& entry : connections) {
+      auto& connection = entry.second;
+      if (&connection->Io() == &io_) {
+        connection->Close("server stopped");
+      } else {
+        asio::post(connection->Io(), [connection] { connection->Close("server stopped"); });
+      }
+    }
+    pool_work_.clear();
   }
 
   void WhenClientsGone(std::chrono::milliseconds quiet_for,
@@ -87,8 +122,11 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
 
   int Port() const { return port_; }
   const std::string& Host() const { return host_; }
-  KeySpace& Keys() { return keys_; }
-  std::size_t NumConnections() const { return connections_.size(); }
+  SharedKeys& Shared() { return shared_; }
+  std::size_t NumConnections() const {
+    const std::lock_guard lock(connections_mutex_);
+    return connections_.size();
+  }
 
  private:
   boost::system::error_code TryListen(const tcp::endpoint& endpoint) {
@@ -103,7 +141,13 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
     return error;
   }
 
-  void OnAccept(const boost::system::error_code& error, tcp::socket socket) {
+  asio::io_context& NextContext() {
+    const std::size_t index = next_context_++ % (pool_.size() + 1);
+    return index == 0 ? io_ : *pool_[index - 1];
+  }
+
+  void OnAccept(const boost::system::error_code& error, asio::io_context& context,
+                tcp::socket socket) {
     if (stopped_ || error == asio::error::operation_aborted) return;
     if (error) {
       // Typically EMFILE: retry after a pause instead of spinning on the error.
@@ -114,69 +158,93 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
       });
       return;
     }
-    AddConnection(std::move(socket));
+    AddConnection(context, std::move(socket));
     Accept();
   }
 
   // Runs the WhenClientsGone callback if its condition holds, else sets the timer for the
-  // moment it next could.
+  // moment it next could. On the io thread.
   void CheckClientsGone() {
     if (!gone_callback_) return;
     const auto now = std::chrono::steady_clock::now();
-    auto next_check = gone_deadline_;
-    bool active = false;
-    for (const auto& entry : connections_) {
-      const auto quiet_at = entry.second->LastActivity() + quiet_for_;
-      if (quiet_at > now) {
-        active = true;
-        next_check = std::min(next_check, quiet_at);
-      }
-    }
-    if (!active || now >= gone_deadline_) {
+    const auto next_quiet = NextQuietMoment(now);
+    if (!next_quiet || now >= gone_deadline_) {
       gone_timer_.cancel();
       auto done = std::move(gone_callback_);
       gone_callback_ = nullptr;
       done();
       return;
     }
-    gone_timer_.expires_at(next_check);
+    gone_timer_.expires_at(std::min(*next_quiet, gone_deadline_));
     gone_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
       if (auto self = weak.lock(); self && !error) self->CheckClientsGone();
     });
   }
 
-  void AddConnection(tcp::socket socket) {
+  // The earliest moment after `now` at which an active connection turns quiet; nullopt when
+  // every connection is quiet already (or there is none).
+  std::optional<std::chrono::steady_clock::time_point> NextQuietMoment(
+      std::chrono::steady_clock::time_point now) const {
+    std::optional<std::chrono::steady_clock::time_point> next;
+    const std::lock_guard lock(connections_mutex_);
+    for (const auto& entry : connections_) {
+      const auto quiet_at = entry.second->LastActivity() + quiet_for_;
+      if (quiet_at > now) next = next ? std::min(*next, quiet_at) : quiet_at;
+    }
+    return next;
+  }
+
+  // On the io thread; the connection starts on (and from then on lives on) `context`'s thread.
+  void AddConnection(asio::io_context& context, tcp::socket socket) {
     boost::system::error_code ignored;
-    if (connections_.size() >= options_.limits.max_connections) {
-      spdlog::debug("store: refusing a connection: {} connections open", connections_.size());
+    const std::size_t open = NumConnections();
+    if (open >= options_.limits.max_connections) {
+      spdlog::debug("store: refusing a connection: {} connections open", open);
       socket.close(ignored);
       return;
     }
     socket.set_option(tcp::no_delay(true), ignored);
     const std::uint64_t id = next_id_++;
     auto connection = std::make_shared<StoreConnection>(
-        std::move(socket), keys_, options_.limits, id,
+        context, std::move(socket), shared_, options_.limits, id,
         [weak = weak_from_this()](std::uint64_t closed_id) {
-          if (auto self = weak.lock()) {
-            self->connections_.erase(closed_id);
-            self->CheckClientsGone();
-          }
+          if (auto self = weak.lock()) self->OnConnectionClosed(closed_id);
         });
-    connections_.emplace(id, connection);
-    connection->Start();
+    {
+      const std::lock_guard lock(connections_mutex_);
+      connections_.emplace(id, connection);
+    }
+    asio::dispatch(context, [connection] { connection->Start(); });
+  }
+
+  // On the closed connection's thread.
+  void OnConnectionClosed(std::uint64_t id) {
+    {
+      const std::lock_guard lock(connections_mutex_);
+      connections_.erase(id);
+    }
+    asio::dispatch(io_, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->CheckClientsGone();
+    });
   }
 
   asio::io_context& io_;
   ServerOptions options_;
-  KeySpace keys_;
+  SharedKeys shared_;
   tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
   asio::steady_timer gone_timer_;  // WhenClientsGone
   std::function<void()> gone_callback_;
   std::chrono::milliseconds quiet_for_{0};
   std::chrono::steady_clock::time_point gone_deadline_;
+  // Written on the io thread (accept) and on every connection's thread (close).
+  mutable std::mutex connections_mutex_;
   std::unordered_map<std::uint64_t, std::shared_ptr<StoreConnection>> connections_;
   std::uint64_t next_id_ = 1;
+  std::vector<std::unique_ptr<asio::io_context>> pool_;  // io_threads - 1 of them
+  std::vector<WorkGuard> pool_work_;                     // released by Stop
+  std::vector<std::thread> threads_;
+  std::size_t next_context_ = 0;
   int port_ = 0;
   std::string host_;
   bool stopped_ = false;
@@ -185,15 +253,20 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
 TcpStoreServer::TcpStoreServer(asio::io_context& io, ServerOptions options)
     : impl_(std::make_shared<Impl>(io, std::move(options))) {
   impl_->Listen();
+  impl_->StartThreads();
   impl_->Accept();
 }
 
-TcpStoreServer::~TcpStoreServer() { impl_->Stop(); }
+TcpStoreServer::~TcpStoreServer() {
+  impl_->Stop();
+  impl_->JoinThreads();
+}
 
 int TcpStoreServer::Port() const { return impl_->Port(); }
 std::string TcpStoreServer::Host() const { return impl_->Host(); }
 void TcpStoreServer::Stop() { impl_->Stop(); }
-KeySpace& TcpStoreServer::Keys() { return impl_->Keys(); }
+std::recursive_mutex& TcpStoreServer::KeysMutex() { return impl_->Shared().mutex; }
+KeySpace& TcpStoreServer::KeysLocked() { return impl_->Shared().keys; }
 std::size_t TcpStoreServer::NumConnections() const { return impl_->NumConnections(); }
 void TcpStoreServer::WhenClientsGone(std::chrono::milliseconds quiet_for,
                                      std::chrono::steady_clock::time_point deadline,

@@ -1,12 +1,15 @@
-// A c10d-compatible TCP store server on the caller's asio::io_context (one thread, no threads
-// of its own). Serves PyTorch 1.13 (legacy) and 2.x (validated) clients on one port, telling
-// them apart per connection. Waiters are kept per key and released by writes. A malformed or
-// oversized request closes only its connection. Not thread-safe: call every method, and use
-// Keys(), on the io_context's thread (or before it runs).
+// A c10d-compatible TCP store server. Serves PyTorch 1.13 (legacy) and 2.x (validated) clients
+// on one port, telling them apart per connection. Waiters are kept per key and released by
+// writes. A malformed or oversized request closes only its connection. The acceptor and, with
+// io_threads = 1, every connection run on the caller's asio::io_context; more io_threads spread
+// the connections over that many threads (the caller's plus threads of the server's own) that
+// share the key space under one lock. Call the methods on the io_context's thread (or before it
+// runs), except WithKeys, which any thread may call.
 #pragma once
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "rendezvous/tcp_store_server_keys.h"
@@ -22,6 +25,9 @@ struct ServerOptions {
   std::string host = "127.0.0.1";  // "" or "::" = every interface, IPv6 dual stack
   int port = 0;                    // 0 = ephemeral; read the real one with Port()
   ServerLimits limits;
+  // Threads that serve connections (round robin by arrival): 1 = the caller's io_context only.
+  // More pay off on a machine with cores to spare for them.
+  int io_threads = 1;
 };
 
 class TcpStoreServer {
@@ -37,9 +43,13 @@ class TcpStoreServer {
   // Closes the acceptor and every connection (their waiters are dropped). Idempotent.
   void Stop();
 
-  // Direct access to the key space for code on the io thread (the agent): writes wake remote
-  // waiters exactly as a client's would.
-  KeySpace& Keys();
+  // Runs `use(KeySpace&)` under the key space's lock and returns its result; any thread (the
+  // agent's own use). Writes wake remote waiters exactly as a client's would.
+  template <typename Use>
+  auto WithKeys(Use&& use) {
+    const std::lock_guard lock(KeysMutex());
+    return use(KeysLocked());
+  }
   std::size_t NumConnections() const;
 
   // Calls `done` once, on the io thread, when every client connection has closed or exchanged
@@ -50,6 +60,9 @@ class TcpStoreServer {
                        std::chrono::steady_clock::time_point deadline, std::function<void()> done);
 
  private:
+  std::recursive_mutex& KeysMutex();
+  KeySpace& KeysLocked();
+
   class Impl;
   std::shared_ptr<Impl> impl_;
 };

@@ -97,9 +97,7 @@ void StoreConnection::Execute(const Request& request) {
 
 void StoreConnection::ExecuteWait(const Request& request) {
   auto slot = std::make_shared<KeySpace::WaiterId>(KeySpace::kNoWaiter);
-  const auto id = keys_.Wait(request.keys, [weak = weak_from_this(), slot] {
-    if (auto self = weak.lock()) self->OnWaitReady(*slot);
-  });
+  const auto id = keys_.Wait(request.keys, WaitReadyCallback(slot));
   if (id == KeySpace::kNoWaiter) {
     return Reply(U8Reply(static_cast<std::uint8_t>(WaitResponse::kStopWaiting)));
   }
@@ -109,9 +107,7 @@ void StoreConnection::ExecuteWait(const Request& request) {
 
 void StoreConnection::ExecuteBarrier(const Request& request) {
   auto slot = std::make_shared<KeySpace::WaiterId>(KeySpace::kNoWaiter);
-  const auto id = keys_.Barrier(request.keys[0], request.number, [weak = weak_from_this(), slot] {
-    if (auto self = weak.lock()) self->OnWaitReady(*slot);
-  });
+  const auto id = keys_.Barrier(request.keys[0], request.number, WaitReadyCallback(slot));
   if (id == KeySpace::kNoWaiter) {
     return Reply(U8Reply(static_cast<std::uint8_t>(WaitResponse::kStopWaiting)));
   }
@@ -119,9 +115,22 @@ void StoreConnection::ExecuteBarrier(const Request& request) {
   waits_.push_back(id);
 }
 
+// The waiter's id is in `slot` by the time a write can release it: the registering request
+// holds the key space's lock until it has stored the id.
+KeySpace::ReadyCallback StoreConnection::WaitReadyCallback(
+    std::shared_ptr<KeySpace::WaiterId> slot) {
+  return [weak = weak_from_this(), slot] {
+    if (auto self = weak.lock()) {
+      self->OnOwnThread([self, id = *slot] { self->OnWaitReady(id); });
+    }
+  };
+}
+
+// A release handed over from another thread can arrive after this client's CANCEL_WAIT was
+// answered; the wait is gone from waits_ then and gets no late STOP_WAITING (which would shift
+// every later reply of the client).
 void StoreConnection::OnWaitReady(KeySpace::WaiterId id) {
-  if (closed_) return;
-  std::erase(waits_, id);
+  if (closed_ || std::erase(waits_, id) == 0) return;
   Reply(U8Reply(static_cast<std::uint8_t>(WaitResponse::kStopWaiting)));
 }
 
@@ -131,12 +140,12 @@ void StoreConnection::ExecuteWatch(const Request& request) {
                                                  const Bytes& old_value, const Bytes& new_value) {
         auto self = weak.lock();
         if (!self) return;
-        Bytes out;
-        AppendU8(out, static_cast<std::uint8_t>(event));
-        AppendString(out, key);
-        AppendBytes(out, old_value);
-        AppendBytes(out, new_value);
-        self->Reply(out);
+        auto out = std::make_shared<Bytes>();
+        AppendU8(*out, static_cast<std::uint8_t>(event));
+        AppendString(*out, key);
+        AppendBytes(*out, old_value);
+        AppendBytes(*out, new_value);
+        self->OnOwnThread([self, out] { self->Reply(*out); });
       });
   watches_.push_back(id);
   Reply(U8Reply(static_cast<std::uint8_t>(WatchEvent::kCallbackRegistered)));

@@ -25,11 +25,13 @@ std::string PeerName(const asio::ip::tcp::socket& socket) {
 
 }  // namespace
 
-StoreConnection::StoreConnection(asio::ip::tcp::socket socket, KeySpace& keys,
-                                 const ServerLimits& limits, std::uint64_t id,
+StoreConnection::StoreConnection(asio::io_context& io, asio::ip::tcp::socket socket,
+                                 SharedKeys& shared, const ServerLimits& limits, std::uint64_t id,
                                  ClosedCallback on_closed)
-    : socket_(std::move(socket)),
-      keys_(keys),
+    : io_(io),
+      socket_(std::move(socket)),
+      shared_(shared),
+      keys_(shared.keys),
       limits_(limits),
       protocol_limits_(limits.Protocol()),
       id_(id),
@@ -47,9 +49,12 @@ void StoreConnection::Close(const std::string& reason) {
   auto self = shared_from_this();
   closed_ = true;
   spdlog::debug("store: closing connection {}: {}", peer_, reason);
-  CancelWaits();
-  for (const auto id : watches_) keys_.Unwatch(id);
-  watches_.clear();
+  {
+    const std::lock_guard lock(shared_.mutex);
+    CancelWaits();
+    for (const auto id : watches_) keys_.Unwatch(id);
+    watches_.clear();
+  }
   boost::system::error_code ignored;
   socket_.close(ignored);
   output_ = {};
@@ -73,7 +78,7 @@ void StoreConnection::ReadMore() {
         self->reading_ = false;
         if (self->closed_) return;
         self->input_end_ += bytes;
-        if (bytes > 0) self->last_activity_ = std::chrono::steady_clock::now();
+        if (bytes > 0) self->Touch();
         self->OnRead(error, bytes);
       });
 }
@@ -132,6 +137,7 @@ bool StoreConnection::ProcessOne() {
   input_begin_ += parsed.size;
   need_ = 1;
   try {
+    const std::lock_guard lock(shared_.mutex);
     Execute(parsed.request);
   } catch (const std::exception& error) {
     Close(std::string(CommandName(parsed.request.command)) + ": " + error.what());
@@ -154,7 +160,7 @@ void StoreConnection::Reply(const Bytes& bytes) {
 // handler), and only what the kernel did not take waits for writability.
 void StoreConnection::Flush() {
   if (closed_ || write_active_ || output_.empty()) return;
-  last_activity_ = std::chrono::steady_clock::now();
+  Touch();
   boost::system::error_code error;
   const std::size_t written = socket_.write_some(asio::buffer(output_), error);
   if (error && error != asio::error::would_block && error != asio::error::try_again) {
@@ -189,5 +195,17 @@ void StoreConnection::OnWritten(const boost::system::error_code& error) {
 }
 
 bool StoreConnection::OutputFull() const { return output_.size() >= kPauseOutputBytes; }
+
+void StoreConnection::OnOwnThread(std::function<void()> fn) {
+  if (io_.get_executor().running_in_this_thread()) {
+    fn();
+  } else {
+    asio::post(io_, std::move(fn));
+  }
+}
+
+void StoreConnection::Touch() {
+  last_activity_.store(std::chrono::steady_clock::now(), std::memory_order_relaxed);
+}
 
 }  // namespace ddprun::rendezvous

@@ -191,6 +191,9 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--max-connections", serve_flags.options.limits.max_connections)
       ->capture_default_str();
+  serve->add_option("--threads", serve_flags.options.io_threads,
+                    "threads serving connections (more help only with cores to spare)")
+      ->capture_default_str()->check(CLI::Range(1, 256));
   ClientCommands client;
   for (const auto& spec : kClientSpecs) {
     auto* command = app.add_subcommand(spec.name, spec.help);

@@ -139,8 +139,9 @@ class Server:
         self.stop()
 
 
-def ddprun_server():
-    return Server([STORE_BIN, "serve", "--host", "127.0.0.1", "--port", "0"])
+def ddprun_server(threads=1):
+    return Server([STORE_BIN, "serve", "--host", "127.0.0.1", "--port", "0",
+                   "--threads", str(threads)])
 
 
 def torch_server(python):
@@ -177,10 +178,10 @@ class PyTorchClientAgainstDdprunServer(unittest.TestCase):
     def same_answers(self, python):
         with torch_server(python) as reference:
             expected = run_client_script(python, reference.port)
-        with ddprun_server() as ours:
-            actual = run_client_script(python, ours.port)
-        self.assertEqual(actual, expected)
-        return actual
+        for threads in (1, 3):
+            with self.subTest(threads=threads), ddprun_server(threads) as ours:
+                self.assertEqual(run_client_script(python, ours.port), expected)
+        return expected
 
     @unittest.skipUnless(TORCH1, "Debian's python3-torch (1.13) is not installed")
     def test_torch1_client_gets_pytorch_answers(self):
@@ -259,7 +260,7 @@ class DdprunClientAgainstPyTorchServer(unittest.TestCase):
 @unittest.skipUnless(TORCH1 and TORCH2, "needs both PyTorch 1.13 and 2.x")
 class BothGenerationsOnOneServer(unittest.TestCase):
     def test_legacy_and_validated_clients_share_keys(self):
-        with ddprun_server() as server:
+        with ddprun_server(threads=3) as server:  # clients on different server threads
             script = ("import sys, datetime, torch.distributed as d; "
                       "s = d.TCPStore('127.0.0.1', int(sys.argv[1]), None, False, datetime.timedelta(seconds=20)); "
                       "exec(sys.argv[2])")
@@ -272,6 +273,18 @@ class BothGenerationsOnOneServer(unittest.TestCase):
             py(TORCH2, "s.set('from2', 'two'); s.add('n', 1)")
             self.assertEqual(py(TORCH2, "print(s.get('from1').decode(), s.add('n', 0))"), "one 2")
             self.assertEqual(py(TORCH1, "print(s.get('from2').decode(), s.num_keys())"), "two 3")
+            # A 1.13 client blocked in get() is released by a 2.x client's set().
+            waiter = subprocess.Popen([TORCH1, "-c", script, str(server.port),
+                                       "print(s.get('late').decode())"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                py(TORCH2, "s.set('late', 'released')")
+                out, err = waiter.communicate(timeout=TIMEOUT)
+            finally:
+                if waiter.poll() is None:
+                    waiter.kill()
+                    waiter.communicate()
+            self.assertEqual((waiter.returncode, out.strip()), (0, "released"), err)
 
 
 if __name__ == "__main__":

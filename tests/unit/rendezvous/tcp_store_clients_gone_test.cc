@@ -31,12 +31,12 @@ std::future<void> WhenGone(ServerThread& server, std::chrono::milliseconds quiet
 }
 
 TEST_CASE("WhenClientsGone fires at once when no client is connected", "[store]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   CHECK(WhenGone(server, 60'000ms, 60s).wait_for(10s) == std::future_status::ready);
 }
 
 TEST_CASE("WhenClientsGone waits for a talking client until it disconnects", "[store]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   auto client = std::make_unique<TcpStoreClient>(server.Client());
   client->Set("k", Store::ToBytes("v"));
   CHECK(client->Get("k") == Store::ToBytes("v"));  // the server has seen its requests
@@ -47,7 +47,7 @@ TEST_CASE("WhenClientsGone waits for a talking client until it disconnects", "[s
 }
 
 TEST_CASE("WhenClientsGone does not wait for a connection that went quiet", "[store]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   RawConnection silent(server.Port());  // like a peer behind a pulled cable: never closes
   silent.Send(EncodeRequest(Generation::kLegacy, {Command::kNumKeys, {}, {}, 0, 0}));
   silent.Read(8);  // one request answered: the connection was active just now
@@ -57,7 +57,7 @@ TEST_CASE("WhenClientsGone does not wait for a connection that went quiet", "[st
 }
 
 TEST_CASE("WhenClientsGone gives up at its deadline", "[store]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   TcpStoreClient client(server.Client());
   client.Set("k", Store::ToBytes("v"));
   CHECK(client.Get("k") == Store::ToBytes("v"));

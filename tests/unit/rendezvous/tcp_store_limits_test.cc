@@ -48,7 +48,7 @@ TEST_CASE("oversized frames close only their connection", "[store][limits]") {
   ServerLimits limits;
   limits.max_key_bytes = 64;
   limits.max_value_bytes = 1024;
-  ServerThread server(Limited(limits));
+  ServerThread server(testing::Threads(GENERATE(1, 3), Limited(limits)));
   TcpStoreClient good(server.Client());
   good.Set("before", B("1"));
 
@@ -74,7 +74,7 @@ TEST_CASE("oversized frames close only their connection", "[store][limits]") {
 }
 
 TEST_CASE("a half-sent request blocks no other client", "[store][limits]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   RawConnection slow(server.Port());
   const Bytes set = V({Command::kSet, {"/slow"}, {Bytes(100000, 's')}, 0, 0});
   const std::size_t half = set.size() / 2;
@@ -92,7 +92,7 @@ TEST_CASE("a half-sent request blocks no other client", "[store][limits]") {
 TEST_CASE("connections over the limit are closed at once", "[store][limits]") {
   ServerLimits limits;
   limits.max_connections = 3;
-  ServerThread server(Limited(limits));
+  ServerThread server(testing::Threads(GENERATE(1, 3), Limited(limits)));
   std::vector<std::unique_ptr<RawConnection>> open;
   for (int i = 0; i < 3; ++i) open.push_back(std::make_unique<RawConnection>(server.Port()));
   AwaitConnections(server, 3);
@@ -106,7 +106,7 @@ TEST_CASE("connections over the limit are closed at once", "[store][limits]") {
 TEST_CASE("a client that never reads its replies is closed, not buffered", "[store][limits]") {
   ServerLimits limits;
   limits.max_output_bytes = 256 * 1024;
-  ServerThread server(Limited(limits));
+  ServerThread server(testing::Threads(GENERATE(1, 3), Limited(limits)));
   TcpStoreClient writer(server.Client());
   writer.Set("big", Bytes(64 * 1024, 'b'));
   RawConnection greedy(server.Port());
@@ -121,14 +121,14 @@ TEST_CASE("a client that never reads its replies is closed, not buffered", "[sto
 TEST_CASE("1000 concurrent connections are served", "[store][limits]") {
   constexpr int kClients = 1000;
   RaiseFileLimit(2 * kClients + 256);
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   std::vector<std::unique_ptr<RawConnection>> clients;
   for (int i = 0; i < kClients; ++i) {
     clients.push_back(std::make_unique<RawConnection>(server.Port()));
     clients.back()->Send(Concat({testing::Hello(), V({Command::kWait, {"/go"}, {}, 0, 0})}));
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (server.OnIo([](TcpStoreServer& s) { return s.Keys().WaiterRegistrations(); }) !=
+  while (server.WaiterRegistrations() !=
          static_cast<std::size_t>(kClients)) {
     REQUIRE(std::chrono::steady_clock::now() < deadline);
     std::this_thread::yield();

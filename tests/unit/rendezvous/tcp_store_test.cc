@@ -25,7 +25,7 @@ Bytes L(Request request) { return EncodeRequest(Generation::kLegacy, request); }
 // Waits (bounded) until the server holds `count` wait registrations.
 void AwaitWaiters(ServerThread& server, std::size_t count) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (server.OnIo([](TcpStoreServer& s) { return s.Keys().WaiterRegistrations(); }) != count) {
+  while (server.WaiterRegistrations() != count) {
     REQUIRE(std::chrono::steady_clock::now() < deadline);
     std::this_thread::yield();
   }
@@ -35,7 +35,7 @@ void AwaitWaiters(ServerThread& server, std::size_t count) {
 
 TEST_CASE("client and server: every Store operation", "[store][tcp]") {
   const auto generation = GENERATE(Generation::kValidated, Generation::kLegacy);
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   TcpStoreClient store(server.Client(generation));
   store.Set("k", B("v"));
   CHECK(store.Get("k") == B("v"));
@@ -61,12 +61,12 @@ TEST_CASE("client and server: every Store operation", "[store][tcp]") {
   store.Set("empty", Bytes{});
   CHECK(store.Get("empty").empty());
   // Keys carry TCPStore's "/" prefix on the wire.
-  CHECK(server.OnIo([](TcpStoreServer& s) { return s.Keys().Find("/m1") != nullptr; }));
+  CHECK(server.WithKeys([](KeySpace& keys) { return keys.Find("/m1") != nullptr; }));
 }
 
 TEST_CASE("wait times out, then succeeds once the key is set", "[store][tcp]") {
   const auto generation = GENERATE(Generation::kValidated, Generation::kLegacy);
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   TcpStoreClient waiter(server.Client(generation));
   TcpStoreClient writer(server.Client());
   CHECK_THROWS_AS(waiter.Wait({"late"}, milliseconds(100)), StoreTimeout);
@@ -79,7 +79,7 @@ TEST_CASE("wait times out, then succeeds once the key is set", "[store][tcp]") {
 }
 
 TEST_CASE("a blocked wait is released by another client's write", "[store][tcp]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   TcpStoreClient waiter(server.Client());
   TcpStoreClient writer(server.Client(Generation::kLegacy));
   auto pending = std::async(std::launch::async, [&] { return waiter.Get("key"); });
@@ -90,7 +90,7 @@ TEST_CASE("a blocked wait is released by another client's write", "[store][tcp]"
 }
 
 TEST_CASE("CANCEL_WAIT is always answered and clears the registration", "[store][tcp]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   RawConnection raw(server.Port());
   raw.Send(Concat({testing::Hello(), V({Command::kWait, {"/w"}, {}, 0, 0})}));
   AwaitWaiters(server, 1);
@@ -99,13 +99,15 @@ TEST_CASE("CANCEL_WAIT is always answered and clears the registration", "[store]
   AwaitWaiters(server, 0);
   raw.Send(V({Command::kCancelWait, {}, {}, 0, 0}));  // nothing pending: still answered
   CHECK(raw.Read(1) == Hex("01"));
-  TcpStoreClient(server.Client()).Set("w", B("1"));
+  TcpStoreClient writer(server.Client());
+  writer.Set("w", B("1"));
+  REQUIRE(writer.NumKeys() == 1);  // SET has no reply; this one says it was executed
   raw.Send(V({Command::kNumKeys, {}, {}, 0, 0}));
   CHECK(raw.Read(8) == Hex("0100000000000000"));
 }
 
 TEST_CASE("raw PyTorch 2.x bytes get PyTorch's replies", "[store][tcp]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   RawConnection raw(server.Port());
   raw.Send(Hex("00 cef7853c 0d d3700000"));
   CHECK(raw.Read(4) == Hex("d3700000"));
@@ -128,7 +130,7 @@ TEST_CASE("raw PyTorch 2.x bytes get PyTorch's replies", "[store][tcp]") {
 }
 
 TEST_CASE("raw PyTorch 1.13 bytes get PyTorch's replies", "[store][tcp]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   RawConnection raw(server.Port());
   raw.Send(Hex("03 0500000000000000 696e69742f 0100000000000000"));
   CHECK(raw.Read(8) == Hex("0100000000000000"));
@@ -147,7 +149,7 @@ TEST_CASE("raw PyTorch 1.13 bytes get PyTorch's replies", "[store][tcp]") {
 }
 
 TEST_CASE("legacy WATCH_KEY pushes create, update and delete events", "[store][tcp]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   RawConnection watcher(server.Port());
   watcher.Send(L({Command::kWatchKey, {"/w"}, {}, 0, 0}));
   CHECK(watcher.Read(1) == Hex("03"));
@@ -164,7 +166,7 @@ TEST_CASE("legacy WATCH_KEY pushes create, update and delete events", "[store][t
 }
 
 TEST_CASE("validated protocol: handshake violations close the connection", "[store][tcp]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   RawConnection twice(server.Port());
   twice.Send(Hex("00 cef7853c"));
   twice.Send(V({Command::kValidate, {}, {}, 0, kValidationMagic}));
@@ -182,7 +184,7 @@ TEST_CASE("validated protocol: handshake violations close the connection", "[sto
 }
 
 TEST_CASE("queues: push, pop, length, and a blocking pop", "[store][tcp]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   TcpStoreClient store(server.Client());
   CHECK(store.QueueLen("q") == 0);
   CHECK_FALSE(store.QueuePop("q").has_value());
@@ -206,7 +208,7 @@ TEST_CASE("queues: push, pop, length, and a blocking pop", "[store][tcp]") {
 }
 
 TEST_CASE("BARRIER releases every arrival at world size", "[store][tcp]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   RawConnection first(server.Port());
   RawConnection second(server.Port());
   first.Send(Concat({testing::Hello(), V({Command::kBarrier, {"/b"}, {}, 2, 0})}));
@@ -217,12 +219,12 @@ TEST_CASE("BARRIER releases every arrival at world size", "[store][tcp]") {
 }
 
 TEST_CASE("the agent's writes on the io thread wake remote waiters", "[store][tcp]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   TcpStoreClient store(server.Client());
   auto pending = std::async(std::launch::async, [&] { return store.Get("agent"); });
   AwaitWaiters(server, 1);
   server.OnIo([](TcpStoreServer& s) {
-    s.Keys().Set("/agent", B("hi"));
+    s.WithKeys([](KeySpace& keys) { keys.Set("/agent", B("hi")); });
     return 0;
   });
   REQUIRE(pending.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
@@ -230,7 +232,7 @@ TEST_CASE("the agent's writes on the io thread wake remote waiters", "[store][tc
 }
 
 TEST_CASE("ADD on a non-number closes only that connection; the client reconnects", "[store][tcp]") {
-  ServerThread server;
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
   TcpStoreClient store(server.Client());
   store.Set("text", B("abc"));
   CHECK_THROWS_AS(store.Add("text", 1), StoreConnectionError);

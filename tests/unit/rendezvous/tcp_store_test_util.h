@@ -20,6 +20,12 @@
 
 namespace ddprun::rendezvous::testing {
 
+// ServerOptions with `io_threads` connection threads (tests run both 1 and several).
+inline ServerOptions Threads(int io_threads, ServerOptions options = {}) {
+  options.io_threads = io_threads;
+  return options;
+}
+
 class ServerThread {
  public:
   explicit ServerThread(ServerOptions options = {}) : server_(io_, std::move(options)) {
@@ -39,6 +45,15 @@ class ServerThread {
     auto result = task.get_future();
     asio::post(io_, [&task] { task(); });
     return result.get();
+  }
+
+  // Runs `use(KeySpace&)` under the key space's lock, on the calling thread.
+  template <typename Use>
+  auto WithKeys(Use use) {
+    return server_.WithKeys(use);
+  }
+  std::size_t WaiterRegistrations() {
+    return WithKeys([](KeySpace& keys) { return keys.WaiterRegistrations(); });
   }
 
   ClientOptions Client(Generation generation = Generation::kValidated) const {
