@@ -77,11 +77,15 @@ bool KeySpace::DeleteKey(const std::string& key) {
 }
 
 bool KeySpace::Check(const std::vector<std::string>& keys) const {
-  return std::all_of(keys.begin(), keys.end(), [&](const std::string& key) {
-    if (values_.count(key) != 0) return true;
-    const auto queue = queues_.find(key);
-    return queue != queues_.end() && !queue->second.empty();
-  });
+  return std::all_of(keys.begin(), keys.end(),
+                     [&](const std::string& key) { return Present(key); });
+}
+
+bool KeySpace::Present(const std::string& key) const {
+  if (values_.count(key) != 0) return true;
+  if (queues_.empty()) return false;
+  const auto queue = queues_.find(key);
+  return queue != queues_.end() && !queue->second.empty();
 }
 
 std::vector<std::string> KeySpace::ListKeys() const {
@@ -94,7 +98,7 @@ std::vector<std::string> KeySpace::ListKeys() const {
 KeySpace::WaiterId KeySpace::Wait(const std::vector<std::string>& keys, ReadyCallback on_ready) {
   std::vector<std::string> missing;
   for (const auto& key : keys) {
-    if (!Check({key})) missing.push_back(key);
+    if (!Present(key)) missing.push_back(key);
   }
   if (missing.empty()) return kNoWaiter;
   ReserveWaiters(missing.size());

@@ -82,6 +82,7 @@ class KeySpace {
     WatchCallback on_change;
   };
 
+  bool Present(const std::string& key) const;  // set, or a non-empty queue of that name
   void Store(const std::string& key, Bytes value);
   void ReserveBytes(std::size_t added, std::size_t removed, bool new_entry);
   void ReserveWaiters(std::size_t count) const;
