@@ -24,6 +24,16 @@ class LogsTest(DdprunTestCase):
         run_id = read_json(self.path("env_0.0"))["TORCHELASTIC_RUN_ID"]
         return glob_one(self, os.path.join(log_dir, glob.escape(run_id) + "_*"))
 
+    def assertRankLogFiles(self, log_dir):
+        """Each of the 2 workers' stdout and stderr is in <run dir>/attempt_0/<rank>/; returns
+        those directories by rank."""
+        run_dir = self.run_dir(log_dir)
+        attempts = [os.path.join(run_dir, "attempt_0", str(r)) for r in range(2)]
+        for r, attempt in enumerate(attempts):
+            self.assertEqual(read_file(os.path.join(attempt, "stdout.log")), "out_%d\n" % r)
+            self.assertEqual(read_file(os.path.join(attempt, "stderr.log")), "err_%d\n" % r)
+        return attempts
+
     def test_default_output_is_unprefixed(self):
         result = self.run_printers()
         self.assertEqual(sorted(l for l in result.stdout.splitlines() if l), ["out_0", "out_1"],
@@ -54,11 +64,7 @@ class LogsTest(DdprunTestCase):
         result = self.run_printers("--redirects", "3", "--log_dir", log_dir)
         self.assertNotIn("out_", result.stdout, result.describe())
         self.assertNotIn("err_", result.stderr, result.describe())
-        run_dir = self.run_dir(log_dir)
-        for r in range(2):
-            attempt = os.path.join(run_dir, "attempt_0", str(r))
-            self.assertEqual(read_file(os.path.join(attempt, "stdout.log")), "out_%d\n" % r)
-            self.assertEqual(read_file(os.path.join(attempt, "stderr.log")), "err_%d\n" % r)
+        for r, attempt in enumerate(self.assertRankLogFiles(log_dir)):
             env = read_json(self.path("env_%d.0" % r))
             self.assertEqual(env["TORCHELASTIC_ERROR_FILE"], os.path.join(attempt, "error.json"))
 
@@ -76,11 +82,7 @@ class LogsTest(DdprunTestCase):
         log_dir = self.path("logs")
         result = self.run_printers("--tee", "3", "--log_dir", log_dir)
         self.assertIn("[default0]:out_0", result.stdout.splitlines(), result.describe())
-        run_dir = self.run_dir(log_dir)
-        for r in range(2):
-            attempt = os.path.join(run_dir, "attempt_0", str(r))
-            self.assertEqual(read_file(os.path.join(attempt, "stdout.log")), "out_%d\n" % r)
-            self.assertEqual(read_file(os.path.join(attempt, "stderr.log")), "err_%d\n" % r)
+        self.assertRankLogFiles(log_dir)
 
     def test_local_ranks_filter(self):
         log_dir = self.path("logs")
@@ -89,11 +91,7 @@ class LogsTest(DdprunTestCase):
         self.assertEqual(sorted(l for l in result.stdout.splitlines() if l),
                          ["[default0]:out_0"], result.describe())
         self.assertNotIn("err_1", result.stderr, result.describe())
-        run_dir = self.run_dir(log_dir)
-        for r in range(2):
-            attempt = os.path.join(run_dir, "attempt_0", str(r))
-            self.assertEqual(read_file(os.path.join(attempt, "stdout.log")), "out_%d\n" % r)
-            self.assertEqual(read_file(os.path.join(attempt, "stderr.log")), "err_%d\n" % r)
+        self.assertRankLogFiles(log_dir)
 
     def test_long_lines_are_never_interleaved(self):
         nproc, count, length = 4, 1000, 3000
