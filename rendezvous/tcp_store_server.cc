@@ -59,9 +59,9 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
     }
   }
 
-  // After Stop: the pool's threads end once their connections have closed.
+  // After Stop (which released the pool's work guards): the threads end once their
+  // connections have closed.
   void JoinThreads() {
-    pool_work_.clear();
     for (auto& thread : threads_) thread.join();
     threads_.clear();
   }
@@ -101,6 +101,8 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
       const std::lock_guard lock(connections_mutex_);
       connections.swap(connections_);
     }
+    // Connections of the caller's context close now (Stop may run while that context is not
+    // running, e.g. from the destructor); the pool's close on their own threads.
     for (auto& entry : connections) {
       auto& connection = entry.second;
       if (&connection->Io() == &io_) {

@@ -127,12 +127,7 @@ TEST_CASE("1000 concurrent connections are served", "[store][limits]") {
     clients.push_back(std::make_unique<RawConnection>(server.Port()));
     clients.back()->Send(Concat({testing::Hello(), V({Command::kWait, {"/go"}, {}, 0, 0})}));
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (server.WaiterRegistrations() !=
-         static_cast<std::size_t>(kClients)) {
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::yield();
-  }
+  server.AwaitWaiters(kClients, std::chrono::seconds(30));
   TcpStoreClient starter(server.Client());
   starter.Set("go", B("1"));
   const Bytes add = V({Command::kAdd, {"/n"}, {}, 1, 0});

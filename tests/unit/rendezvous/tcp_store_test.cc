@@ -22,15 +22,6 @@ using testing::ServerThread;
 Bytes V(Request request) { return EncodeRequest(Generation::kValidated, request); }
 Bytes L(Request request) { return EncodeRequest(Generation::kLegacy, request); }
 
-// Waits (bounded) until the server holds `count` wait registrations.
-void AwaitWaiters(ServerThread& server, std::size_t count) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (server.WaiterRegistrations() != count) {
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::yield();
-  }
-}
-
 }  // namespace
 
 TEST_CASE("client and server: every Store operation", "[store][tcp]") {
@@ -70,7 +61,7 @@ TEST_CASE("wait times out, then succeeds once the key is set", "[store][tcp]") {
   TcpStoreClient waiter(server.Client(generation));
   TcpStoreClient writer(server.Client());
   CHECK_THROWS_AS(waiter.Wait({"late"}, milliseconds(100)), StoreTimeout);
-  AwaitWaiters(server, 0);  // cancelled (validated) or dropped with its connection (legacy)
+  server.AwaitWaiters(0);  // cancelled (validated) or dropped with its connection (legacy)
   writer.Set("late", B("1"));
   waiter.Wait({"late"}, milliseconds(5000));
   // No stray STOP_WAITING byte shifts later replies.
@@ -83,7 +74,7 @@ TEST_CASE("a blocked wait is released by another client's write", "[store][tcp]"
   TcpStoreClient waiter(server.Client());
   TcpStoreClient writer(server.Client(Generation::kLegacy));
   auto pending = std::async(std::launch::async, [&] { return waiter.Get("key"); });
-  AwaitWaiters(server, 1);
+  server.AwaitWaiters(1);
   writer.Set("key", B("value"));
   REQUIRE(pending.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
   CHECK(pending.get() == B("value"));
@@ -93,10 +84,10 @@ TEST_CASE("CANCEL_WAIT is always answered and clears the registration", "[store]
   ServerThread server(testing::Threads(GENERATE(1, 3)));
   RawConnection raw(server.Port());
   raw.Send(Concat({testing::Hello(), V({Command::kWait, {"/w"}, {}, 0, 0})}));
-  AwaitWaiters(server, 1);
+  server.AwaitWaiters(1);
   raw.Send(V({Command::kCancelWait, {}, {}, 0, 0}));
   CHECK(raw.Read(1) == Hex("01"));
-  AwaitWaiters(server, 0);
+  server.AwaitWaiters(0);
   raw.Send(V({Command::kCancelWait, {}, {}, 0, 0}));  // nothing pending: still answered
   CHECK(raw.Read(1) == Hex("01"));
   TcpStoreClient writer(server.Client());
@@ -201,7 +192,7 @@ TEST_CASE("queues: push, pop, length, and a blocking pop", "[store][tcp]") {
     consumer.Wait({"q"}, milliseconds(10000));
     return consumer.QueuePop("q");
   });
-  AwaitWaiters(server, 1);
+  server.AwaitWaiters(1);
   store.QueuePush("q", B("c"));
   REQUIRE(popped.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
   CHECK(popped.get() == B("c"));
@@ -212,7 +203,7 @@ TEST_CASE("BARRIER releases every arrival at world size", "[store][tcp]") {
   RawConnection first(server.Port());
   RawConnection second(server.Port());
   first.Send(Concat({testing::Hello(), V({Command::kBarrier, {"/b"}, {}, 2, 0})}));
-  AwaitWaiters(server, 1);
+  server.AwaitWaiters(1);
   second.Send(Concat({testing::Hello(), V({Command::kBarrier, {"/b"}, {}, 2, 0})}));
   CHECK(second.Read(1) == Hex("00"));
   CHECK(first.Read(1) == Hex("00"));
@@ -222,7 +213,7 @@ TEST_CASE("the agent's writes on the io thread wake remote waiters", "[store][tc
   ServerThread server(testing::Threads(GENERATE(1, 3)));
   TcpStoreClient store(server.Client());
   auto pending = std::async(std::launch::async, [&] { return store.Get("agent"); });
-  AwaitWaiters(server, 1);
+  server.AwaitWaiters(1);
   server.OnIo([](TcpStoreServer& s) {
     s.WithKeys([](KeySpace& keys) { keys.Set("/agent", B("hi")); });
     return 0;

@@ -1,6 +1,7 @@
 // Test helpers for the TCP store: a server running on its own io thread, and a raw socket
 // connection that speaks bytes, with a receive deadline so no test can hang.
 #pragma once
+#include <catch2/catch.hpp>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -54,6 +55,16 @@ class ServerThread {
   }
   std::size_t WaiterRegistrations() {
     return WithKeys([](KeySpace& keys) { return keys.WaiterRegistrations(); });
+  }
+  // Waits (bounded by `within`, a failed REQUIRE past it) until the server holds `count` wait
+  // registrations.
+  void AwaitWaiters(std::size_t count,
+                    std::chrono::steady_clock::duration within = std::chrono::seconds(10)) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    while (WaiterRegistrations() != count) {
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::yield();
+    }
   }
 
   ClientOptions Client(Generation generation = Generation::kValidated) const {
