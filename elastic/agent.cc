@@ -40,7 +40,11 @@ void Agent::Run(DoneCallback done) {
   StartAttempt();
 }
 
-bool Agent::MultiNode() const { return info_.store != nullptr && info_.group_world_size > 1; }
+// Keyed on the job's mode, not on the current world size: an elastic job that shrank to one
+// node still publishes failures and watches for newcomers.
+bool Agent::MultiNode() const {
+  return Elastic() || (info_.store != nullptr && info_.group_world_size > 1);
+}
 
 // The rendezvous and the rank exchange block (on other nodes): they run on the runner.
 void Agent::StartAttempt() {
@@ -52,6 +56,7 @@ void Agent::StartAttempt() {
       [round, mine, &handler]() mutable {
         round->info = handler.NextRendezvous();
         if (round->info.store == nullptr || round->info.group_world_size <= 1) return;
+        if (round->info.base_global_rank) return;  // the rendezvous assigned the ranks
         mine.group_rank = round->info.group_rank;
         round->peers = ExchangeRoleInfos(*round->info.store, mine, round->info.group_world_size);
       },
@@ -72,11 +77,29 @@ void Agent::OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception
     }
     return;
   }
-  info_ = round->info;
-  peers_ = round->peers;
-  ranks_ = MultiNode() ? AssignFromPeers(peers_, info_.group_rank)
-                       : AssignRanks({{spec_.role, info_.group_rank, spec_.local_world_size}}).front();
+  TakeRound(round->info, round->peers);
   StartWorkers();
+}
+
+void Agent::TakeRound(const rendezvous::RendezvousInfo& info, const std::vector<PeerInfo>& peers) {
+  info_ = info;
+  peers_ = peers;
+  lost_.reset();
+  if (info_.base_global_rank && info_.global_world_size) {
+    // One role per job: role ranks are the global ranks.
+    ranks_ = {*info_.base_global_rank, *info_.global_world_size, *info_.base_global_rank,
+              *info_.global_world_size};
+  } else if (info_.store != nullptr && info_.group_world_size > 1) {
+    ranks_ = AssignFromPeers(peers_, info_.group_rank);
+  } else {
+    ranks_ = AssignRanks({{spec_.role, info_.group_rank, spec_.local_world_size}}).front();
+  }
+  if (info_.restart_count) restart_count_ = *info_.restart_count;
+  if (Elastic()) {
+    spdlog::warn("[{}] round {} formed: {} node(s), world size {}; this node is group rank {} "
+                 "(restart count {})", spec_.role, info_.round, info_.group_world_size,
+                 ranks_.global_world_size, info_.group_rank, restart_count_);
+  }
 }
 
 void Agent::StartWorkers() {
@@ -150,7 +173,11 @@ void Agent::OnGroupStopped() {
     Finish(Stopped(stop_signal_));
     return;
   }
-  if (lost_) {
+  if (state_ == State::kStoppingForChange) {
+    StartAttempt();  // a membership change spends no restart
+    return;
+  }
+  if (lost_ && !Elastic()) {
     Finish(LostResult());
     return;
   }
@@ -158,7 +185,7 @@ void Agent::OnGroupStopped() {
   if (attempts_left > 0) {
     spdlog::warn("[{}] Worker group FAILED. {}/{} attempts left; will restart worker group",
                  spec_.role, attempts_left, spec_.max_restarts);
-    ++restart_count_;
+    if (!Elastic()) ++restart_count_;  // elastic: the next round carries the job-wide count
     StartAttempt();
     return;
   }
@@ -179,6 +206,7 @@ void Agent::HandleSignal(int signal) {
       return;
     case State::kHealthy:
     case State::kStoppingAfterFailure:
+    case State::kStoppingForChange:
       spdlog::warn("Received {} death signal, shutting down workers", name);
       if (state_ == State::kHealthy && MultiNode()) {
         ProcessFailure stop{0, ranks_.base_global_rank, 0, ExitStatus::Signaled(signal),

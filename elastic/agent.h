@@ -14,6 +14,10 @@
 // Multi-node rounds (RendezvousInfo::store set and group_world_size > 1) add: torchrun's
 // role_info rank exchange, a failure record published to every peer's inbox, the PeerMonitor,
 // and the exit barrier that keeps node 0 (the store host) alive until the others finish.
+// Elastic handlers (RendezvousHandler::Elastic(), whatever the round's size) instead take ranks
+// and the job-wide restart count from the round, announce failures through the handler, and
+//   kHealthy --node lost | node waiting | node leaving--> kStoppingForChange
+//        --group stopped--> kRendezvous (no restart spent)
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -76,17 +80,22 @@ class Agent {
   // Events of the PeerMonitor (also callable directly).
   void HandleRemoteFailure(const NodeFailure& record);
   void HandleNodeLost(int node_rank, const std::string& reason);
+  // Elastic: the round must form again (a node waits to join, or a member left).
+  void HandleMembershipChange(const std::string& reason);
 
   int RestartCount() const { return restart_count_; }
 
  private:
   enum class State {
-    kInit, kRendezvous, kHealthy, kStoppingAfterFailure, kStoppingForSignal, kExitBarrier,
-    kFailureBarrier, kFinished
+    kInit, kRendezvous, kHealthy, kStoppingAfterFailure, kStoppingForChange,
+    kStoppingForSignal, kExitBarrier, kFailureBarrier, kFinished
   };
   struct Round;  // the outcome of a rendezvous, filled off the event loop
 
   bool MultiNode() const;
+  bool Elastic() const { return rendezvous_.Elastic(); }
+  void TakeRound(const rendezvous::RendezvousInfo& info, const std::vector<PeerInfo>& peers);
+  void StopForChange(const std::string& reason);
   void StartAttempt();
   void OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception_ptr error);
   void StartWorkers();

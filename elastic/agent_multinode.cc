@@ -12,6 +12,7 @@ void Agent::Watch() {
   PeerMonitor::Events events;
   events.on_remote_failure = [this](const NodeFailure& record) { HandleRemoteFailure(record); };
   events.on_node_lost = [this](int node, const std::string& why) { HandleNodeLost(node, why); };
+  events.on_membership_change = [this](const std::string& why) { HandleMembershipChange(why); };
   monitor_->Watch(info_, std::move(events));
 }
 
@@ -36,6 +37,17 @@ void Agent::HandleRemoteFailure(const NodeFailure& record) {
 
 void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
   if (state_ != State::kHealthy && state_ != State::kExitBarrier) return;
+  if (Elastic()) {
+    const std::string what =
+        node_rank >= 0 ? "node " + std::to_string(node_rank) + " lost: " + reason : reason;
+    if (state_ == State::kHealthy) {
+      StopForChange(what);
+    } else {  // this node's workers succeeded: the barrier no longer waits for the lost one
+      spdlog::warn("[{}] {}; leaving the exit barrier", spec_.role, what);
+      cancel_->store(true);
+    }
+    return;
+  }
   spdlog::error("[{}] node {} was lost: {}; stopping the workers of this node", spec_.role,
                 node_rank, reason);
   lost_ = std::make_pair(node_rank, reason);
@@ -44,6 +56,19 @@ void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
     return;
   }
   StopAfterFailure();
+}
+
+void Agent::HandleMembershipChange(const std::string& reason) {
+  if (state_ != State::kHealthy) return;
+  StopForChange(reason);
+}
+
+void Agent::StopForChange(const std::string& reason) {
+  spdlog::warn("[{}] {}; restarting at a new membership (no restart spent)", spec_.role, reason);
+  state_ = State::kStoppingForChange;
+  cancel_->store(true);
+  Unwatch();
+  StopGroup(SIGTERM, options_.shutdown_timeout);
 }
 
 void Agent::FinishFailed() {
@@ -73,8 +98,15 @@ void Agent::FinishFailed() {
 void Agent::Publish(const NodeFailure& record, bool leaving) {
   rendezvous::Store* store = info_.store;
   const int world = info_.group_world_size;
+  rendezvous::RendezvousHandler* handler = Elastic() ? &rendezvous_ : nullptr;
   runner_.Run(
-      [store, record, world, leaving] {
+      [store, record, world, leaving, handler] {
+        if (handler != nullptr) {  // elastic: the round ends for everyone, a leaver is gone
+          using Kind = rendezvous::RoundEnd::Kind;
+          handler->AnnounceRoundEnd({leaving ? Kind::kLeaving : Kind::kFailure,
+                                     leaving ? record.failure.message : EncodeNodeFailure(record)});
+          return;
+        }
         PublishFailure(*store, record, world);
         if (leaving) LeaveBarrier(*store, "ddprun/failure_barrier", world);
       },

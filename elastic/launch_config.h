@@ -38,6 +38,23 @@ struct EnvPresetSetting {
   std::string overridden_by;  // "--nnodes" or "PET_NNODES" when that won; empty: applied
 };
 
+// The --rdzv_conf keys ddprun reads, validated by the CLI, with torchrun's defaults (c10d's
+// DynamicRendezvousHandler; static reads join_timeout from `timeout`, default 900 s).
+struct RendezvousSettings {
+  std::chrono::milliseconds join_timeout{600'000};
+  std::chrono::milliseconds last_call_timeout{30'000};
+  std::chrono::milliseconds close_timeout{30'000};
+  std::chrono::milliseconds read_timeout{60'000};
+  std::chrono::milliseconds keep_alive_interval{5'000};
+  int keep_alive_max_attempt = 3;
+  std::optional<bool> is_host;  // none: decided by the endpoint's host
+
+  // How long a peer may stay silent before it counts as lost.
+  std::chrono::milliseconds HeartbeatTimeout() const {
+    return keep_alive_interval * keep_alive_max_attempt;
+  }
+};
+
 struct LaunchConfig {
   // Worker/node size.
   int min_nodes = 1;
@@ -50,6 +67,7 @@ struct LaunchConfig {
   std::string rdzv_endpoint;  // empty: master_addr:master_port for static
   std::string rdzv_id = "none";
   std::map<std::string, std::string> rdzv_conf;
+  RendezvousSettings rdzv_settings;  // rdzv_conf's values, parsed
   bool standalone = false;  // also set when torchrun would silently go standalone
   bool standalone_flag = false;  // --standalone given (prints the banner)
   int node_rank = 0;
@@ -91,6 +109,18 @@ struct LaunchConfig {
   // Platform preset (--env_preset): its name ("" when none) and what it supplied.
   std::string env_preset;
   std::vector<EnvPresetSetting> env_preset_settings;
+
+  // How each option was given, by dest: "--nnodes", "PET_NNODES" or
+  // "--env_preset=slurm: SLURM_NNODES", so that a message names what the user wrote.
+  std::map<std::string, std::string> given_as;
+  std::string GivenAs(const std::string& dest) const {
+    const auto it = given_as.find(dest);
+    return it != given_as.end() ? it->second : "--" + dest;
+  }
+  // "<name>=<value>" of an option as given ("PET_NNODES=1:3").
+  std::string Given(const std::string& dest, const std::string& value) const {
+    return GivenAs(dest) + "=" + value;
+  }
 };
 
 }  // namespace ddprun::elastic

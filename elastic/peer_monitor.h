@@ -16,6 +16,8 @@ class PeerMonitor {
     std::function<void(const NodeFailure&)> on_remote_failure;
     // `node_rank` stopped heart-beating, or (node 0) its store became unreachable.
     std::function<void(int node_rank, const std::string& reason)> on_node_lost;
+    // Elastic rounds: a node waits to join, or a member left; the round must form again.
+    std::function<void(const std::string& reason)> on_membership_change;
   };
   virtual ~PeerMonitor() = default;
   // Starts watching `round` (group_rank / group_world_size / round number). At most one event.

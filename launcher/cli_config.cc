@@ -61,10 +61,8 @@ void CheckStaticEndpoint(const RawValues& raw, const LaunchConfig& config) {
 }
 
 void FillRendezvous(const RawValues& raw, LaunchConfig& config) {
-  IfGiven(raw, "rdzv_backend", [&](const std::string& text, const std::string& name) {
-    RequireChoice(text, name, {"static", "c10d", "etcd", "etcd-v2"});
-    config.rdzv_backend = text;
-  });
+  IfGiven(raw, "rdzv_backend",  // checked by CheckLaunchable: --standalone overrides it
+          [&](const std::string& text, const std::string&) { config.rdzv_backend = text; });
   config.standalone_flag = raw.On("standalone");
   IfGiven(raw, "rdzv_endpoint", [&](const std::string& text, const std::string& name) {
     if (!text.empty()) ParseHostPort(text, name);
@@ -261,6 +259,7 @@ void ResolveRendezvous(LaunchConfig& config) {
     config.rdzv_id = RandomUuid4();
     config.standalone = true;
   }
+  UseStaticEndpointAsMaster(config);
   if (!config.master_port) config.master_port = 29500;
   if (config.rdzv_backend == "static") {
     if (config.rdzv_endpoint.empty()) {
@@ -268,7 +267,12 @@ void ResolveRendezvous(LaunchConfig& config) {
     }
     config.rdzv_conf["rank"] = std::to_string(config.node_rank);
   }
+  config.rdzv_settings = ReadRendezvousSettings(config);  // before "timeout" is injected
   config.rdzv_conf.try_emplace("timeout", "900");
+}
+
+void RecordNames(const RawValues& raw, LaunchConfig& config) {
+  for (const auto& [dest, given] : raw.values) config.given_as[dest] = given.name;
 }
 
 }  // namespace
@@ -277,6 +281,7 @@ LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const E
                          const GpuCounter& gpus) {
   LaunchConfig config;
   const RawValues raw = ApplyEnvPreset(given, env, config);  // flag > PET_* > preset > default
+  RecordNames(raw, config);
   FillNodes(raw, config);
   FillRendezvous(raw, config);
   FillLaunch(raw, env, config);
@@ -285,6 +290,7 @@ LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const E
   ResolveNproc(raw, gpus, config);  // flag errors first, then the script's
   FillScript(raw, split, env, config);
   ResolveRendezvous(config);
+  CheckLaunchable(config);
   return config;
 }
 

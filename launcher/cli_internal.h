@@ -60,6 +60,15 @@ struct RawValues {
 elastic::LaunchConfig BuildConfig(const RawValues& raw, const SplitArgs& split,
                                   const EnvLookup& env, const GpuCounter& gpus);
 
+// The rendezvous decisions (cli_rendezvous.cc), shared by the launch and --dry_run.
+// --rdzv_conf values with torchrun's defaults; a bad value throws UsageError naming the key.
+elastic::RendezvousSettings ReadRendezvousSettings(const elastic::LaunchConfig& config);
+// Static backend with --rdzv_endpoint HOST:PORT: the master is that endpoint (torchrun reads
+// --master_addr/--master_port only when no endpoint is given).
+void UseStaticEndpointAsMaster(elastic::LaunchConfig& config);
+// Throws UsageError (exit 2) for a backend or node layout this build cannot launch.
+void CheckLaunchable(const elastic::LaunchConfig& config);
+
 // Validators (cli_validate.cc).
 std::pair<int, int> ParseNnodes(const std::string& text, const std::string& name);
 int ParseIntInRange(const std::string& text, const std::string& name, long long min, long long max,

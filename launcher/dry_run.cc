@@ -4,7 +4,6 @@
 #include <set>
 
 #include "common/env_names.h"
-#include "common/errors.h"
 #include "elastic/attempt_plan.h"
 #include "elastic/rank_assignment.h"
 #include "launcher/launch_setup.h"
@@ -66,12 +65,7 @@ void PlanSingleNode(const LaunchConfig& config, PlannedRound& round) {
 // Static: node_rank of max_nodes, master_addr:master_port, node 0's agent store. Dynamic
 // backends decide the group rank and the master at rendezvous; node_rank stands in.
 void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
-  const int nodes = config.max_nodes;
-  if (config.node_rank >= nodes && IsStatic(config)) {
-    throw UsageError("--node_rank=" + std::to_string(config.node_rank) +
-                     ": expected a node rank below the number of nodes (" + std::to_string(nodes) +
-                     ")");
-  }
+  const int nodes = config.max_nodes;  // the CLI has checked node_rank < nodes for static
   round.info.group_rank = config.node_rank < nodes ? config.node_rank : 0;
   round.info.group_world_size = nodes;
   if (config.min_nodes != config.max_nodes) {

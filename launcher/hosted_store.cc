@@ -14,7 +14,7 @@ HostedStoreRendezvous::HostedStoreRendezvous(asio::io_context& io,
   try {
     server_ = std::make_unique<rendezvous::TcpStoreServer>(io, options);
   } catch (const SystemError& error) {
-    throw UsageError(std::string(error.what()) + "; pass a free --master_port");
+    throw UsageError(std::string(error.what()) + "; " + FreePortHint(config));
   }
   info_.master_addr = endpoint.master_addr;
   info_.master_port = server_->Port();

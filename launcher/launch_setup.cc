@@ -43,6 +43,16 @@ bool AnyStreamRedirected(const LaunchConfig& config) {
   return any(config.redirects) || any(config.tee);
 }
 
+// True when some worker wrote a log file under `dir` (an attempt's empty folders do not count).
+bool HoldsAnyFile(const std::string& dir) {
+  boost::system::error_code error;
+  for (fs::recursive_directory_iterator it(dir, error), end; !error && it != end;
+       it.increment(error)) {
+    if (fs::is_regular_file(it->path(), error)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 elastic::Environment CurrentEnvironment() {
@@ -99,7 +109,7 @@ RunLogDir::RunLogDir(const LaunchConfig& config, const std::string& run_id) {
 
 RunLogDir::~RunLogDir() {
   if (temp_root_.empty()) return;
-  if (keep_) {
+  if (keep_ && HoldsAnyFile(run_dir_)) {
     spdlog::warn("worker logs kept in {}", run_dir_);
     return;
   }

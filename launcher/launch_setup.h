@@ -20,7 +20,7 @@ std::string EntrypointName(const elastic::LaunchConfig& config);
 
 // "<log_dir>/<run_id>_XXXXXX", created now. Without --log_dir it lives in a new temporary
 // torchelastic_XXXXXX directory, which is removed at exit unless some output was redirected
-// into it (then its path is printed so that the logs are not lost).
+// into it and a log file was written (then its path is printed so that the logs are not lost).
 class RunLogDir {
  public:
   RunLogDir(const elastic::LaunchConfig& config, const std::string& run_id);

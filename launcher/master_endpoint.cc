@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 
-#include "common/errors.h"
 #include "common/hostname.h"
 
 namespace ddprun::launcher {
@@ -38,17 +37,14 @@ StoreEndpoint SingleNodeStoreEndpoint(const elastic::LaunchConfig& config) {
   return {{"127.0.0.1", 0, {}}, loopback ? advertised : "127.0.0.1"};
 }
 
-void RejectUnsupportedLaunch(const elastic::LaunchConfig& config) {
-  if (config.max_nodes > 1 && config.rdzv_backend != "static") {
-    throw UsageError("--nnodes=" + std::to_string(config.min_nodes) + ":" +
-                     std::to_string(config.max_nodes) + " with --rdzv_backend=" +
-                     config.rdzv_backend + ": multi-node launches support only the static "
-                     "backend in this build (--master_addr/--master_port/--node_rank)");
+std::string FreePortHint(const elastic::LaunchConfig& config) {
+  if (config.rdzv_backend == "static" && config.given_as.contains("rdzv_endpoint")) {
+    return "pass a free port in " + config.GivenAs("rdzv_endpoint");
   }
+  return "pass a free " + config.GivenAs("master_port");
 }
 
 rendezvous::RendezvousInfo PlannedMasterEndpoint(const elastic::LaunchConfig& config) {
-  RejectUnsupportedLaunch(config);
   rendezvous::RendezvousInfo info;
   if (config.max_nodes > 1) {
     info.master_addr = config.master_addr;

@@ -19,13 +19,13 @@ struct StoreEndpoint {
 // to 127.0.0.0/8 only (as torchrun's value on such hosts), else 127.0.0.1.
 StoreEndpoint SingleNodeStoreEndpoint(const elastic::LaunchConfig& config);
 
-// Throws UsageError for multi-node launches with a backend other than static, which this build
-// cannot do yet.
-void RejectUnsupportedLaunch(const elastic::LaunchConfig& config);
+// What to tell a user whose store port is taken: "pass a free --master_port", or the
+// --rdzv_endpoint (PET_RDZV_ENDPOINT, ...) that gave the static master's port.
+std::string FreePortHint(const elastic::LaunchConfig& config);
 
 // One node: SingleNodeStoreEndpoint (port 0 when it is chosen at bind time).
-// Several nodes, static: --master_addr/--master_port, served by node 0. Throws UsageError
-// for multi-node launches with another backend, which this build cannot do yet.
+// Several nodes, static: --master_addr/--master_port (or the --rdzv_endpoint that gave them),
+// served by node 0.
 rendezvous::RendezvousInfo PlannedMasterEndpoint(const elastic::LaunchConfig& config);
 
 }  // namespace ddprun::launcher

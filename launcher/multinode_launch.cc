@@ -4,12 +4,12 @@
 
 #include <memory>
 
-#include "common/errors.h"
 #include "common/logging.h"
 #include "elastic/agent.h"
 #include "launcher/agent_loop.h"
 #include "launcher/join_progress.h"
 #include "launcher/local_process_context.h"
+#include "launcher/master_endpoint.h"
 #include "launcher/node_monitor.h"
 #include "launcher/store_server_thread.h"
 #include "launcher/thread_runner.h"
@@ -20,22 +20,6 @@ namespace ddprun::launcher {
 namespace {
 
 using std::chrono::milliseconds;
-
-milliseconds PositiveSeconds(const elastic::LaunchConfig& config, const std::string& key,
-                             milliseconds fallback) {
-  const auto it = config.rdzv_conf.find(key);
-  if (it == config.rdzv_conf.end()) return fallback;
-  try {
-    std::size_t used = 0;
-    const double seconds = std::stod(it->second, &used);
-    if (used == it->second.size() && seconds > 0) {
-      return milliseconds(static_cast<std::int64_t>(seconds * 1000));
-    }
-  } catch (const std::exception&) {
-  }
-  throw UsageError("--rdzv_conf " + key + "=" + it->second + ": a positive number of seconds "
-                   "is expected");
-}
 
 std::string StoreHost(const elastic::LaunchConfig& config) {
   return config.node_rank == 0 ? "127.0.0.1" : config.master_addr;
@@ -56,7 +40,7 @@ rendezvous::StoreConnector Connector(const elastic::LaunchConfig& config) {
 
 rendezvous::StaticRendezvousOptions RendezvousOptions(const elastic::LaunchConfig& config,
                                                       const elastic::WorkerSpec& spec,
-                                                      const MultiNodeSettings& settings) {
+                                                      const elastic::RendezvousSettings& settings) {
   rendezvous::StaticRendezvousOptions options;
   options.run_id = config.rdzv_id;
   options.node_rank = config.node_rank;
@@ -70,7 +54,7 @@ rendezvous::StaticRendezvousOptions RendezvousOptions(const elastic::LaunchConfi
 }
 
 NodeMonitorOptions MonitorOptions(const elastic::LaunchConfig& config,
-                                  const MultiNodeSettings& settings) {
+                                  const elastic::RendezvousSettings& settings) {
   NodeMonitorOptions options;
   options.store_host = StoreHost(config);
   options.store_port = config.master_port.value_or(29500);
@@ -82,36 +66,20 @@ NodeMonitorOptions MonitorOptions(const elastic::LaunchConfig& config,
 
 }  // namespace
 
-MultiNodeSettings ReadMultiNodeSettings(const elastic::LaunchConfig& config) {
-  MultiNodeSettings settings;
-  settings.join_timeout = PositiveSeconds(
-      config, "join_timeout", PositiveSeconds(config, "timeout", settings.join_timeout));
-  settings.keep_alive_interval =
-      PositiveSeconds(config, "keep_alive_interval", settings.keep_alive_interval);
-  const milliseconds attempts = PositiveSeconds(config, "keep_alive_max_attempt",
-                                                milliseconds{settings.keep_alive_max_attempt * 1000});
-  settings.keep_alive_max_attempt = std::max<int>(1, static_cast<int>(attempts.count() / 1000));
-  return settings;
-}
-
 bool IsMultiNode(const elastic::LaunchConfig& config) {
   return !config.standalone && config.max_nodes > 1;
 }
 
 int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec) {
-  const MultiNodeSettings settings = ReadMultiNodeSettings(config);
-  if (config.node_rank >= config.max_nodes) {
-    throw UsageError("--node_rank=" + std::to_string(config.node_rank) + ": must be below "
-                     "--nnodes=" + std::to_string(config.max_nodes));
-  }
+  const elastic::RendezvousSettings& settings = config.rdzv_settings;
   std::unique_ptr<StoreServerThread> server;
   if (config.node_rank == 0) {
     // Live peers beat every keep_alive_interval, so a connection quiet for the heartbeat timeout
     // belongs to a lost node and is not waited for.
-    const auto heartbeat_timeout = settings.keep_alive_interval * settings.keep_alive_max_attempt;
+    const auto heartbeat_timeout = settings.HeartbeatTimeout();
     const auto linger = std::max(std::chrono::milliseconds{10'000}, heartbeat_timeout);
     server = std::make_unique<StoreServerThread>("", config.master_port.value_or(29500), linger,
-                                                 heartbeat_timeout);
+                                                 heartbeat_timeout, FreePortHint(config));
   }
   asio::io_context io(kOneThread);
   rendezvous::StaticRendezvous rendezvous(RendezvousOptions(config, spec, settings),
@@ -121,7 +89,7 @@ int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSp
   ThreadRunner runner(io);
   elastic::AgentOptions options;
   options.shutdown_timeout = config.shutdown_timeout;
-  options.failure_barrier_timeout = settings.keep_alive_interval * settings.keep_alive_max_attempt;
+  options.failure_barrier_timeout = settings.HeartbeatTimeout();
   elastic::Agent agent(spec, options, rendezvous, processes, {&runner, &monitor});
   const elastic::AgentResult result = RunAgentLoop(io, config, agent);
   rendezvous.Shutdown();

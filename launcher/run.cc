@@ -12,6 +12,7 @@
 #include "launcher/agent_loop.h"
 #include "launcher/cli.h"
 #include "launcher/dry_run.h"
+#include "launcher/elastic_launch.h"
 #include "launcher/hosted_store.h"
 #include "launcher/launch_setup.h"
 #include "launcher/local_process_context.h"
@@ -44,7 +45,7 @@ int Launch(const LaunchConfig& config) {
   if (config.dry_run) return RunDryRun(std::cout, config, env);  // before any dir or port
   RunLogDir logs(config, config.rdzv_id);
   const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
-  RejectUnsupportedLaunch(config);  // before binding anything
+  if (IsElastic(config)) return LaunchElastic(config, spec);
   if (IsMultiNode(config)) return LaunchMultiNode(config, spec);
   asio::io_context io(kOneThread);
   HostedStoreRendezvous rendezvous(io, config);

@@ -9,7 +9,8 @@ namespace ddprun::launcher {
 
 StoreServerThread::StoreServerThread(const std::string& host, int port,
                                      std::chrono::milliseconds linger,
-                                     std::chrono::milliseconds quiet_for)
+                                     std::chrono::milliseconds quiet_for,
+                                     const std::string& port_hint)
     : linger_(linger), quiet_for_(quiet_for) {
   rendezvous::ServerOptions options;
   options.host = host;
@@ -17,7 +18,7 @@ StoreServerThread::StoreServerThread(const std::string& host, int port,
   try {
     server_ = std::make_unique<rendezvous::TcpStoreServer>(io_, options);
   } catch (const SystemError& error) {
-    throw UsageError(std::string(error.what()) + "; pass a free --master_port");
+    throw UsageError(std::string(error.what()) + "; " + port_hint);
   }
   port_ = server_->Port();
   spdlog::info("node 0 store listening on {}:{}", host.empty() ? "*" : host, port_);

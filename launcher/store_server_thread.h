@@ -14,13 +14,15 @@ namespace ddprun::launcher {
 
 class StoreServerThread {
  public:
-  // Binds `host` ("" = every interface) : `port` now; a port in use throws UsageError.
+  // Binds `host` ("" = every interface) : `port` now; a port in use throws UsageError ending in
+  // `port_hint` (what the user should change).
   // Before closing, the destructor waits up to `linger` until every client has disconnected or
   // gone quiet for `quiet_for` (a lost peer's connections never close), so that peers finishing
   // their exit barrier never see the store vanish under them, while a lost one holds nothing up.
   StoreServerThread(const std::string& host, int port,
                     std::chrono::milliseconds linger = std::chrono::milliseconds{0},
-                    std::chrono::milliseconds quiet_for = std::chrono::milliseconds{0});
+                    std::chrono::milliseconds quiet_for = std::chrono::milliseconds{0},
+                    const std::string& port_hint = "pass a free --master_port");
   ~StoreServerThread();  // lingers, closes every connection and joins
   StoreServerThread(const StoreServerThread&) = delete;
   StoreServerThread& operator=(const StoreServerThread&) = delete;

@@ -23,6 +23,7 @@ class InMemoryStore : public Store {
   using Store::Wait;
   bool DeleteKey(const std::string& key) override;
   std::int64_t NumKeys() override;
+  void Interrupt() override;
   std::vector<Bytes> MultiGet(const std::vector<std::string>& keys) override;
   void MultiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void Append(const std::string& key, const Bytes& value) override;
@@ -32,8 +33,11 @@ class InMemoryStore : public Store {
   void WaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
                   std::chrono::milliseconds timeout);
 
+  void ThrowIfInterrupted() const;
+
   std::mutex mutex_;
   std::condition_variable changed_;
+  bool interrupted_ = false;
   KeySpace keys_;
 };
 

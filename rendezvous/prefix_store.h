@@ -22,6 +22,7 @@ class PrefixStore : public Store {
   bool DeleteKey(const std::string& key) override;
   // Counts every key of the wrapped store, as c10d's PrefixStore does.
   std::int64_t NumKeys() override;
+  void Interrupt() override { store_->Interrupt(); }
   std::vector<Bytes> MultiGet(const std::vector<std::string>& keys) override;
   void MultiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   void Append(const std::string& key, const Bytes& value) override;

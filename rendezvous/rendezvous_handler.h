@@ -1,6 +1,7 @@
 // The RendezvousHandler seam: forms a round of agents and tells this agent its place in it.
 // Failures are typed so that the agent can branch on them.
 #pragma once
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -34,6 +35,18 @@ struct RendezvousInfo {
   std::string master_addr;  // what workers get as MASTER_ADDR / MASTER_PORT
   int master_port = 0;
   bool use_agent_store = false;
+  // Decided by a dynamic rendezvous (absent: the agent exchanges role infos, and counts its own
+  // restarts): this node's first global rank, the world size, the job-wide restart count.
+  std::optional<int> base_global_rank;
+  std::optional<int> global_world_size;
+  std::optional<int> restart_count;
+};
+
+// Why a dynamic round ends early, as the agent reports it to the other members.
+struct RoundEnd {
+  enum class Kind { kFailure, kLeaving };
+  Kind kind = Kind::kFailure;
+  std::string record;  // kFailure: the failure record (JSON); kLeaving: the reason
 };
 
 class RendezvousHandler {
@@ -47,6 +60,11 @@ class RendezvousHandler {
   virtual bool IsClosed() = 0;
   virtual void Shutdown() = 0;
   virtual std::string RunId() const = 0;
+  // Elastic handlers: the job survives membership changes (the agent re-rendezvouses instead of
+  // failing on a lost node) and rounds end through AnnounceRoundEnd. Others: false / no-op.
+  virtual bool Elastic() const { return false; }
+  // Blocking (runs on the agent's runner): tells every member of the current round to leave it.
+  virtual void AnnounceRoundEnd(const RoundEnd&) {}
 };
 
 // A round of one node with a fixed master address and no store (agent tests use it).

@@ -46,6 +46,10 @@ class Store {
   // Returns true when the key existed.
   virtual bool DeleteKey(const std::string& key) = 0;
   virtual std::int64_t NumKeys() = 0;
+  // Callable from any thread: wakes every call blocked in this store with StoreConnectionError
+  // at once, and makes every later call fail the same way. Idempotent. This is how a blocked
+  // rendezvous or monitor is cancelled promptly, without slicing its waits.
+  virtual void Interrupt() = 0;
 
   // Derived operations; remote stores override them with native commands.
   virtual std::vector<Bytes> MultiGet(const std::vector<std::string>& keys);

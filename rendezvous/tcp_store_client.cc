@@ -83,6 +83,7 @@ class TcpStoreClient::Socket {
  public:
   Socket(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
   void SetPeer(std::string peer) { peer_ = std::move(peer); }
+  int Fd() const { return fd_; }
   ~Socket() { ::close(fd_); }
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -249,14 +250,14 @@ void TcpStoreClient::Connect() {
         socket->SendAll(hello, deadline);
         if (socket->ReadU32(deadline) != nonce) throw ConnectFailure("wrong PING echo");
       }
-      socket_ = std::move(socket);
+      SetSocket(std::move(socket));
       return;
     } catch (const std::exception& error) {  // ConnectFailure, reset, EOF or handshake timeout
       last_error = error.what();
     }
     const auto delay = backoff.Next();
-    if (Clock::now() + delay >= deadline) break;
-    std::this_thread::sleep_for(delay);
+    if (Clock::now() + delay >= deadline || interrupted_) break;
+    SleepUnlessInterrupted(std::chrono::duration_cast<std::chrono::milliseconds>(delay));
   }
   std::string hint;
   if (options_.generation == Generation::kValidated && reached_peer) {
@@ -267,8 +268,28 @@ void TcpStoreClient::Connect() {
 }
 
 TcpStoreClient::Socket& TcpStoreClient::Connected() {
+  if (interrupted_) throw StoreConnectionError("the store connection was interrupted");
   if (!socket_) Connect();
   return *socket_;
+}
+
+void TcpStoreClient::SetSocket(std::unique_ptr<Socket> socket) {
+  std::lock_guard lock(interrupt_mutex_);
+  fd_ = socket ? socket->Fd() : -1;
+  socket_ = std::move(socket);
+  if (interrupted_ && fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+void TcpStoreClient::SleepUnlessInterrupted(std::chrono::milliseconds delay) {
+  std::unique_lock lock(interrupt_mutex_);
+  interrupt_cv_.wait_for(lock, delay, [this] { return interrupted_.load(); });
+}
+
+void TcpStoreClient::Interrupt() {
+  std::lock_guard lock(interrupt_mutex_);
+  interrupted_ = true;
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  interrupt_cv_.notify_all();
 }
 
 // Runs `fn` under the mutex; a broken or out-of-step connection is dropped (and reopened by the
@@ -279,10 +300,10 @@ auto TcpStoreClient::Locked(Fn fn) {
   try {
     return fn();
   } catch (const ReplyTimeout&) {
-    socket_.reset();
+    SetSocket(nullptr);
     throw;
   } catch (const StoreConnectionError&) {
-    socket_.reset();
+    SetSocket(nullptr);
     throw;
   }
 }

@@ -4,7 +4,9 @@
 // Timeout(). User keys get TCPStore's "/" prefix so they match what PyTorch clients see. Safe
 // to share between threads (calls are serialized); one request is in flight at a time.
 #pragma once
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -43,6 +45,8 @@ class TcpStoreClient : public Store {
   using Store::Wait;
   bool DeleteKey(const std::string& key) override;
   std::int64_t NumKeys() override;
+  // Shuts the connection down under a blocked call (and stops a connect's retries).
+  void Interrupt() override;
   // Native commands on the validated protocol; the Store fallbacks on the legacy one.
   std::vector<Bytes> MultiGet(const std::vector<std::string>& keys) override;
   void MultiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
@@ -68,9 +72,18 @@ class TcpStoreClient : public Store {
   template <typename Fn>
   auto Locked(Fn fn);
 
+  void SetSocket(std::unique_ptr<Socket> socket);
+  void SleepUnlessInterrupted(std::chrono::milliseconds delay);
+
   ClientOptions options_;
   std::mutex mutex_;
   std::unique_ptr<Socket> socket_;
+  // Interrupt() may run on another thread while mutex_ is held by a blocked call: it reaches
+  // the descriptor through fd_ under its own lock, which socket replacement also takes.
+  std::mutex interrupt_mutex_;
+  std::condition_variable interrupt_cv_;
+  int fd_ = -1;
+  std::atomic<bool> interrupted_{false};
 };
 
 }  // namespace ddprun::rendezvous

@@ -6,6 +6,7 @@
 //   --print-env                print the whole environment as one JSON object line on stdout
 //   --env-json PATH            write the environment as JSON to PATH; if TORCHELASTIC_RESTART_COUNT
 //                              is set, ".<restart count>" is appended to PATH
+//   --env-json-dir DIR         write the environment as JSON to DIR/env_<pid>.json
 //   --exit N                   exit with code N
 //   --signal NAME|N            raise a signal at itself (SIGKILL, KILL, 9, ...)
 //   --ignore-sigterm           ignore SIGTERM from now on
@@ -234,6 +235,9 @@ void Run(const std::vector<std::string>& args, bool dry) {
       std::string path = value(flag);
       const std::string restart = Getenv("TORCHELASTIC_RESTART_COUNT");
       if (!restart.empty()) path += "." + restart;
+      if (!skip) WriteFileAtomically(path, EnvironmentJson().dump());
+    } else if (flag == "--env-json-dir") {
+      const std::string path = value(flag) + "/env_" + std::to_string(::getpid()) + ".json";
       if (!skip) WriteFileAtomically(path, EnvironmentJson().dump());
     } else if (flag == "--wait-for-file") {
       const std::string path = value(flag);

@@ -348,10 +348,10 @@ TEST_CASE("option --rdzv_conf is k=v,k=v", "[cli]") {
 }
 
 TEST_CASE("choices: backend, start method, numa binding, event log handler", "[cli]") {
-  CHECK(ConfigWith({"--rdzv_backend=etcd-v2", "--rdzv_endpoint=h:2379"}).rdzv_backend == "etcd-v2");
-  CHECK_THAT(
-      ErrorWith({"--rdzv_backend=zk"}),
-      Catch::StartsWith("--rdzv_backend=zk: ") && Catch::Contains("static, c10d, etcd or etcd-v2"));
+  CHECK(ConfigWith({"--rdzv_backend=c10d", "--rdzv_endpoint=h:2379"}).rdzv_backend == "c10d");
+  CHECK(ConfigWith({"--rdzv_backend=static", "--rdzv_endpoint=h:2379"}).rdzv_backend == "static");
+  CHECK_THAT(ErrorWith({"--rdzv_backend=zk"}), Catch::StartsWith("--rdzv_backend=zk: ") &&
+                                                   Catch::Contains("use static or c10d"));
   CHECK(ConfigWith({"--start_method=forkserver"}).start_method == "forkserver");
   CHECK_THAT(
       ErrorWith({"--start_method=thread"}),
@@ -396,7 +396,7 @@ TEST_CASE("PET_* variables give defaults, the command line wins", "[cli]") {
   const Env env = {{"PET_NPROC_PER_NODE", "3"},
                    {"PET_NNODES", "2:4"},
                    {"PET_MAX_RESTARTS", "5"},
-                   {"PET_RDZV_BACKEND", "c10d"},
+                   {"PET_RDZV_BACKEND", "static"},
                    {"PET_RDZV_ENDPOINT", "h:1"},
                    {"PET_REDIRECTS", "3"},
                    {"PET_TEE", "0:1"},
@@ -409,8 +409,10 @@ TEST_CASE("PET_* variables give defaults, the command line wins", "[cli]") {
   CHECK(config.min_nodes == 2);
   CHECK(config.max_nodes == 4);
   CHECK(config.max_restarts == 5);
-  CHECK(config.rdzv_backend == "c10d");
+  CHECK(config.rdzv_backend == "static");
   CHECK(config.rdzv_endpoint == "h:1");
+  CHECK(config.master_addr == "h");
+  CHECK(config.master_port == 1);
   CHECK(config.redirects.all == 3);
   CHECK(config.tee.For(0) == 1);
   CHECK(config.role == "r");
@@ -572,7 +574,7 @@ TEST_CASE("static endpoint is master_addr:master_port, rank from --node_rank", "
   CHECK(config.rdzv_conf.at("timeout") == "900");
   CHECK(ConfigWith({"--nnodes=2"}).rdzv_endpoint == "127.0.0.1:29500");
   CHECK(ConfigWith({"--nnodes=2", "--master_addr=::1"}).rdzv_endpoint == "[::1]:29500");
-  CHECK(ConfigWith({"--rdzv_backend=c10d", "--nnodes=2"}).rdzv_endpoint.empty());
+  CHECK(ConfigWith({"--rdzv_backend=c10d", "--nnodes=1"}).rdzv_endpoint.empty());
   CHECK_FALSE(ConfigWith({"--rdzv_backend=c10d"}).rdzv_conf.contains("rank"));
 }
 
@@ -628,4 +630,96 @@ TEST_CASE("uuid4 has the RFC 4122 shape", "[cli]") {
   const std::string uuid = cli::RandomUuid4();
   CHECK(std::regex_match(
       uuid, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
+}
+
+TEST_CASE("static --rdzv_endpoint gives the master, as torchrun", "[cli]") {
+  // PyTorch's ddp-tutorial-series run_example.sh and HF accelerate's multi-machine launch.
+  const LaunchConfig single = ConfigWith({"--nnodes=1", "--rdzv_id=101",
+                                          "--rdzv_endpoint=localhost:5972"});
+  CHECK_FALSE(single.standalone);
+  CHECK(single.rdzv_backend == "static");
+  CHECK(single.master_addr == "localhost");
+  CHECK(single.master_port == 5972);
+  const LaunchConfig node1 =
+      ConfigWith({"--rdzv_backend", "static", "--rdzv_endpoint", "10.0.0.7:6000", "--nnodes",
+                  "2", "--node_rank", "1", "--master_addr=ignored", "--master_port=1"});
+  CHECK(node1.master_addr == "10.0.0.7");
+  CHECK(node1.master_port == 6000);
+  CHECK(node1.rdzv_endpoint == "10.0.0.7:6000");
+  CHECK(ConfigWith({"--rdzv_endpoint=[::1]:7000", "--nnodes=2"}).master_addr == "::1");
+  CHECK(Config({Train()}, {{"PET_RDZV_ENDPOINT", "h:7"}, {"PET_NNODES", "2"}}).master_port == 7);
+  // c10d keeps --master_addr/--master_port (unused) and the endpoint for its rendezvous.
+  const LaunchConfig c10d =
+      ConfigWith({"--rdzv_backend=c10d", "--rdzv_endpoint=h:29400", "--master_port=1234"});
+  CHECK(c10d.master_port == 1234);
+  CHECK(c10d.master_addr == "127.0.0.1");
+}
+
+TEST_CASE("backends this build cannot launch are refused in one line", "[cli]") {
+  for (const std::string backend : {"etcd", "etcd-v2"}) {
+    CHECK_THAT(ErrorWith({"--nnodes=1", "--rdzv_backend=" + backend, "--rdzv_endpoint=h:2379"}),
+               Catch::StartsWith("--rdzv_backend=" + backend + ": ") &&
+                   Catch::Contains("not implemented"));
+  }
+  CHECK_THAT(ErrorOf({Train()}, {{"PET_RDZV_BACKEND", "etcd"}}),
+             Catch::StartsWith("PET_RDZV_BACKEND=etcd: "));
+  CHECK_THAT(ErrorWith({"--rdzv_backend=zookeeper"}),
+             Catch::StartsWith("--rdzv_backend=zookeeper: ") &&
+                 Catch::Contains("not a rendezvous backend"));
+  // --standalone overrides the backend, as in torchrun.
+  CHECK(ConfigWith({"--standalone", "--rdzv_backend=zookeeper"}).rdzv_backend == "c10d");
+}
+
+TEST_CASE("elastic c10d lines need an endpoint, named as the user wrote them", "[cli]") {
+  const LaunchConfig elastic =
+      ConfigWith({"--nnodes=1:4", "--rdzv-backend=c10d", "--rdzv_endpoint=h:1"});
+  CHECK(elastic.min_nodes == 1);
+  CHECK(elastic.max_nodes == 4);
+  CHECK_FALSE(elastic.standalone);
+  CHECK_THAT(ErrorWith({"--nnodes=2", "--rdzv_backend=c10d"}),
+             Catch::StartsWith("--nnodes=2 with --rdzv_backend=c10d: ") &&
+                 Catch::Contains("--rdzv_endpoint"));
+  // Kubeflow's elastic PyTorchJob: everything from PET_*.
+  const Env kubeflow = {{"PET_NNODES", "1:3"}, {"PET_RDZV_BACKEND", "c10d"},
+                        {"PET_RDZV_ID", "job"}};
+  CHECK_THAT(ErrorOf({Train()}, kubeflow),
+             Catch::StartsWith("PET_NNODES=1:3 with PET_RDZV_BACKEND=c10d: "));
+  Env with_endpoint = kubeflow;
+  with_endpoint["PET_RDZV_ENDPOINT"] = "job-worker-0:23456";
+  CHECK(Config({Train()}, with_endpoint).rdzv_endpoint == "job-worker-0:23456");
+}
+
+TEST_CASE("static node rank must name one of the nodes, as given", "[cli]") {
+  CHECK_THAT(ErrorWith({"--nnodes=2", "--node_rank=2"}),
+             Catch::StartsWith("--node_rank=2: must be below the number of nodes (--nnodes=2)"));
+  CHECK_THAT(ErrorOf({Train()}, {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "5"}}),
+             Catch::StartsWith("PET_NODE_RANK=5: ") && Catch::Contains("(PET_NNODES=2)"));
+}
+
+TEST_CASE("rdzv_conf values are parsed once, with torchrun's defaults", "[cli]") {
+  const auto settings = [](const Args& options) { return ConfigWith(options).rdzv_settings; };
+  const auto c10d = settings({"--rdzv_backend=c10d"});
+  CHECK(c10d.join_timeout == std::chrono::seconds(600));
+  CHECK(c10d.last_call_timeout == std::chrono::seconds(30));
+  CHECK(c10d.close_timeout == std::chrono::seconds(30));
+  CHECK(c10d.read_timeout == std::chrono::seconds(60));
+  CHECK(c10d.keep_alive_interval == std::chrono::seconds(5));
+  CHECK(c10d.keep_alive_max_attempt == 3);
+  CHECK_FALSE(c10d.is_host.has_value());
+  CHECK(settings({"--nnodes=2"}).join_timeout == std::chrono::seconds(900));
+  CHECK(settings({"--rdzv_conf=timeout=12"}).join_timeout == std::chrono::seconds(12));
+  const auto given = settings({"--rdzv_backend=c10d",
+                               "--rdzv_conf=join_timeout=1.5,timeout=9,last_call_timeout=2,"
+                               "keep_alive_interval=0.25,keep_alive_max_attempt=4,is_host=Yes"});
+  CHECK(given.join_timeout == std::chrono::milliseconds(1500));
+  CHECK(given.last_call_timeout == std::chrono::seconds(2));
+  CHECK(given.keep_alive_interval == std::chrono::milliseconds(250));
+  CHECK(given.HeartbeatTimeout() == std::chrono::seconds(1));
+  CHECK(given.is_host == true);
+  CHECK_THAT(ErrorWith({"--rdzv_conf=keep_alive_interval=0"}),
+             Catch::StartsWith("--rdzv_conf keep_alive_interval=0: "));
+  CHECK_THAT(ErrorWith({"--rdzv_conf=keep_alive_max_attempt=2.5"}),
+             Catch::StartsWith("--rdzv_conf keep_alive_max_attempt=2.5: "));
+  CHECK_THAT(ErrorOf({Train()}, {{"PET_RDZV_CONF", "is_host=maybe"}}),
+             Catch::StartsWith("PET_RDZV_CONF is_host=maybe: "));
 }

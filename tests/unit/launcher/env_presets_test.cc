@@ -273,6 +273,8 @@ TEST_CASE("dry run of a multi-node preset shows this node's ranks", "[env_preset
              Catch::Contains("  env: TORCHELASTIC_ERROR_FILE=<log_dir>/attempt_0/1/error.json"));
   CHECK_THAT(text, Catch::Contains("  env: TORCHELASTIC_USE_AGENT_STORE=True\n"));
   CHECK(text.find("PATH=") == std::string::npos);
-  config.node_rank = 4;
-  CHECK_THROWS_AS(ddprun::launcher::PrintDryRun(out, config, {}, {}), UsageError);
+  // The CLI refuses a node rank outside the preset's nodes, for the run and the dry run alike.
+  CHECK_THAT(ConfigError({"--env_preset=slurm", "--node_rank=4"}, kSlurm),
+             Catch::StartsWith("--node_rank=4: must be below the number of nodes "
+                               "(--env_preset=slurm: SLURM_NNODES=4)"));
 }

@@ -1,0 +1,186 @@
+#include "launcher/elastic_launch.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "common/errors.h"
+#include "common/host_port.h"
+#include "common/hostname.h"
+#include "common/logging.h"
+#include "elastic/agent.h"
+#include "launcher/agent_loop.h"
+#include "launcher/elastic_monitor.h"
+#include "launcher/local_process_context.h"
+#include "launcher/store_server_thread.h"
+#include "launcher/thread_runner.h"
+#include "rendezvous/elastic_rendezvous_handler.h"
+#include "rendezvous/tcp_store_client.h"
+
+namespace ddprun::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr int kDefaultC10dPort = 29400;
+
+std::string Numeric(const sockaddr* address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address->sa_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text,
+                sizeof text);
+  } else if (address->sa_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, text,
+                sizeof text);
+  }
+  return text;
+}
+
+std::vector<std::string> InterfaceAddresses() {
+  std::vector<std::string> addresses;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return addresses;
+  for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr != nullptr) addresses.push_back(Numeric(entry->ifa_addr));
+  }
+  ::freeifaddrs(list);
+  return addresses;
+}
+
+std::vector<std::string> Resolve(const std::string& host) {
+  std::vector<std::string> addresses;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return addresses;
+  for (const addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
+    addresses.push_back(Numeric(entry->ai_addr));
+  }
+  ::freeaddrinfo(found);
+  return addresses;
+}
+
+bool IsLoopback(const std::string& address) {
+  return address.starts_with("127.") || address == "::1";
+}
+
+// Serves each round's worker store on a thread of its own, on an ephemeral port.
+class ThreadWorkerStoreHost : public rendezvous::WorkerStoreHost {
+ public:
+  int Serve() override {
+    server_.reset();
+    server_ = std::make_unique<StoreServerThread>("", 0);
+    return server_->Port();
+  }
+  void Stop() override { server_.reset(); }
+
+ private:
+  std::unique_ptr<StoreServerThread> server_;
+};
+
+rendezvous::StoreConnector Connector(std::string host, int port, milliseconds read_timeout) {
+  return [host, port, read_timeout](milliseconds timeout) -> std::shared_ptr<rendezvous::Store> {
+    rendezvous::ClientOptions options;
+    options.host = host;
+    options.port = port;
+    options.timeout = read_timeout;
+    options.connect_timeout = timeout;
+    return std::make_shared<rendezvous::TcpStoreClient>(options);
+  };
+}
+
+// Serves the rendezvous store when this node is the endpoint's host; nullptr when another
+// process already serves the port, or the endpoint is elsewhere.
+std::unique_ptr<StoreServerThread> MaybeServeRendezvousStore(const elastic::LaunchConfig& config,
+                                                             const HostPort& endpoint) {
+  const auto& settings = config.rdzv_settings;
+  const std::vector<std::string> names{Hostname(), Fqdn(), config.local_addr.value_or("")};
+  const bool host = settings.is_host.value_or(
+      NamesThisMachine(endpoint.host, names, InterfaceAddresses()));
+  if (!host) return nullptr;
+  const int port = endpoint.port.value_or(kDefaultC10dPort);
+  const auto linger = std::max(milliseconds{10'000}, settings.HeartbeatTimeout());
+  try {
+    return std::make_unique<StoreServerThread>("", port, linger, settings.HeartbeatTimeout());
+  } catch (const UsageError& in_use) {
+    spdlog::info("rendezvous store port {} is already served ({}); joining as a client", port,
+                 in_use.what());
+    return nullptr;
+  }
+}
+
+rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConfig& config,
+                                                       const elastic::WorkerSpec& spec) {
+  rendezvous::DynamicRendezvousOptions options;
+  options.run_id = config.rdzv_id;
+  options.min_nodes = config.min_nodes;
+  options.max_nodes = config.max_nodes;
+  options.node = {spec.hostname, config.local_addr.value_or(Fqdn()), static_cast<int>(::getpid()),
+                  spec.local_world_size};
+  options.join_timeout = config.rdzv_settings.join_timeout;
+  options.last_call_timeout = config.rdzv_settings.last_call_timeout;
+  return options;
+}
+
+}  // namespace
+
+bool IsElastic(const elastic::LaunchConfig& config) {
+  return config.rdzv_backend == "c10d" && !config.standalone &&
+         (config.max_nodes > 1 || config.min_nodes != config.max_nodes);
+}
+
+bool NamesThisMachine(const std::string& host, const std::vector<std::string>& names,
+                      const std::vector<std::string>& local_addresses) {
+  if (host == "localhost" || IsLoopback(host)) return true;
+  if (std::find(names.begin(), names.end(), host) != names.end()) return true;
+  for (const std::string& address : Resolve(host)) {
+    if (std::find(local_addresses.begin(), local_addresses.end(), address) !=
+        local_addresses.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+int LaunchElastic(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec) {
+  const auto& settings = config.rdzv_settings;
+  const HostPort endpoint = ParseHostPort(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
+  const int port = endpoint.port.value_or(kDefaultC10dPort);
+  const auto server = MaybeServeRendezvousStore(config, endpoint);
+  const std::string store_host = server ? "127.0.0.1" : endpoint.host;
+  const auto connect = Connector(store_host, port, settings.read_timeout);
+
+  asio::io_context io(kOneThread);
+  ThreadWorkerStoreHost worker_store;
+  rendezvous::ElasticHandlerOptions handler_options;
+  handler_options.rendezvous = RendezvousOptions(config, spec);
+  handler_options.advertised_addr = handler_options.rendezvous.node.addr;
+  handler_options.read_timeout = settings.read_timeout;
+  rendezvous::ElasticRendezvousHandler rendezvous(handler_options, connect, worker_store);
+  LocalProcessContext processes(io);
+  ElasticMonitor monitor(io, {handler_options.rendezvous,
+                              Connector(store_host, port, settings.HeartbeatTimeout() * 2),
+                              settings.keep_alive_interval, settings.keep_alive_max_attempt});
+  ThreadRunner runner(io);
+  elastic::AgentOptions options;
+  options.shutdown_timeout = config.shutdown_timeout;
+  options.failure_barrier_timeout = settings.HeartbeatTimeout();
+  elastic::Agent agent(spec, options, rendezvous, processes, {&runner, &monitor});
+  const elastic::AgentResult result = RunAgentLoop(io, config, agent);
+  monitor.Unwatch();
+  if (result.state != elastic::AgentResult::State::kStopped) {
+    try {
+      rendezvous.SetClosed();  // as torchrun: a finished job closes its rendezvous
+    } catch (const std::exception& error) {
+      spdlog::warn("could not close the rendezvous: {}", error.what());
+    }
+  }
+  rendezvous.Shutdown();
+  ReportResult(result, config);
+  return result.ExitCode();
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,27 @@
+// An elastic launch (--rdzv_backend=c10d with --nnodes=N>1 or MIN:MAX): the agent joins rounds
+// of the dynamic rendezvous at --rdzv_endpoint (default port 29400), serves its round's worker
+// store when it has group rank 0, watches the round (ElasticMonitor), and re-rendezvouses when
+// a node fails, is lost or arrives. The node whose address matches the endpoint's host (or with
+// rdzv_conf is_host=true) serves the rendezvous store on its own thread; one that finds the
+// port already served joins as a client, as torchrun 2.x does (several agents on one host, or
+// a separate `ddprun-store serve`).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "elastic/attempt_plan.h"
+#include "elastic/launch_config.h"
+
+namespace ddprun::launcher {
+
+bool IsElastic(const elastic::LaunchConfig& config);
+
+// Whether `host` names this machine: localhost or a loopback address, its host name or FQDN,
+// --local_addr, or a name resolving to one of `local_addresses` (numeric, as getifaddrs gives).
+bool NamesThisMachine(const std::string& host, const std::vector<std::string>& names,
+                      const std::vector<std::string>& local_addresses);
+
+// Returns the launcher's exit code.
+int LaunchElastic(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec);
+
+}  // namespace ddprun::launcher

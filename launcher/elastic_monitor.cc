@@ -1,0 +1,163 @@
+#include "launcher/elastic_monitor.h"
+
+#include <atomic>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/logging.h"
+#include "elastic/node_failure.h"
+#include "rendezvous/heartbeat_watch.h"
+
+namespace ddprun::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rendezvous::RoundChange;
+using Kind = RoundChange::Kind;
+
+std::string SecondsText(std::chrono::milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(duration.count()) / 1000.0);
+  return text;
+}
+
+}  // namespace
+
+// One round's watch: its thread and its own connection (interrupted to stop it).
+class ElasticMonitor::Watcher {
+ public:
+  using Post = std::function<void(std::function<void(const Events&)>)>;
+
+  Watcher(const ElasticMonitorOptions& options, const rendezvous::RendezvousInfo& round, Post post)
+      : options_(options),
+        round_(round.round),
+        me_(round.group_rank),
+        neighbour_(rendezvous::RingNeighbour(round.group_rank, round.group_world_size)),
+        post_(std::move(post)),
+        thread_([this] { Loop(); }) {}
+
+  ~Watcher() {
+    stop_ = true;
+    {
+      std::lock_guard lock(mutex_);
+      if (store_) store_->Interrupt();
+    }
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    try {
+      auto store = options_.connect(options_.interval * options_.max_attempts);
+      {
+        std::lock_guard lock(mutex_);
+        store_ = store;
+        if (stop_) return;
+      }
+      rendezvous::DynamicRendezvous rendezvous(options_.rendezvous, store);
+      Watch(*store, rendezvous);
+    } catch (const std::exception& error) {
+      if (stop_) return;
+      const std::string why = std::string("lost the rendezvous store (") + error.what() + ")";
+      post_([why](const Events& events) { events.on_node_lost(-1, why); });
+    }
+  }
+
+  void Watch(rendezvous::Store& store, rendezvous::DynamicRendezvous& rendezvous) {
+    const std::string change_key = rendezvous.RoundKey(round_, "change");
+    rendezvous::HeartbeatWatch neighbour(options_.interval * options_.max_attempts, Clock::now());
+    store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(me_)), 1);
+    while (!stop_) {
+      try {
+        store.Wait({change_key}, options_.interval);
+        Deliver(RoundChange::Decode(store.GetString(change_key)));
+        return;
+      } catch (const rendezvous::StoreTimeout&) {
+      }
+      store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(me_)), 1);
+      if (neighbour_ < 0) continue;
+      const auto beats = store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(neighbour_)), 0);
+      const auto now = Clock::now();
+      if (neighbour.Observe(beats, now)) DeclareLost(store, rendezvous, neighbour.SilentFor(now));
+    }
+  }
+
+  // The change wakes this watch too (and every other member's) on its next Wait.
+  void DeclareLost(rendezvous::Store& store, rendezvous::DynamicRendezvous& rendezvous,
+                   std::chrono::milliseconds silent) {
+    std::string host = "<unknown>";
+    const std::string node_key = rendezvous.RoundKey(round_, "node/" + std::to_string(neighbour_ + 1));
+    if (store.Check({node_key})) {
+      host = nlohmann::json::parse(store.GetString(node_key)).value("host", host);
+    }
+    rendezvous.DeclareGone(round_, neighbour_,
+                           {Kind::kNodeLost, neighbour_, host,
+                            "heartbeats stopped " + SecondsText(silent) +
+                                " ago (keep_alive_interval x keep_alive_max_attempt)"});
+  }
+
+  void Deliver(const RoundChange& change) {
+    switch (change.kind) {
+      case Kind::kFailure: {
+        if (change.group_rank == me_) return;  // this agent's own announcement
+        const elastic::NodeFailure record = elastic::DecodeNodeFailure(change.detail);
+        post_([record](const Events& events) { events.on_remote_failure(record); });
+        return;
+      }
+      case Kind::kNodeLost: {
+        const int node = change.group_rank;
+        const std::string why = "host " + change.host + ", " + change.detail;
+        post_([node, why](const Events& events) { events.on_node_lost(node, why); });
+        return;
+      }
+      case Kind::kNodeWaiting:
+      case Kind::kNodeLeaving:
+      case Kind::kClosed: {
+        if (change.group_rank == me_ && change.kind == Kind::kNodeLeaving) return;
+        std::string why = change.kind == Kind::kNodeLeaving
+                              ? "node " + std::to_string(change.group_rank) + " (" + change.host +
+                                    ") left: " + change.detail
+                              : change.detail;
+        post_([why](const Events& events) { events.on_membership_change(why); });
+        return;
+      }
+    }
+  }
+
+  ElasticMonitorOptions options_;
+  int round_;
+  int me_;
+  int neighbour_;
+  Post post_;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::shared_ptr<rendezvous::Store> store_;
+  std::thread thread_;
+};
+
+ElasticMonitor::ElasticMonitor(asio::io_context& io, ElasticMonitorOptions options)
+    : io_(io), options_(std::move(options)) {}
+
+ElasticMonitor::~ElasticMonitor() { Unwatch(); }
+
+void ElasticMonitor::Watch(const rendezvous::RendezvousInfo& round, Events events) {
+  Unwatch();
+  const int generation = *generation_;
+  std::weak_ptr<int> current = generation_;
+  auto shared_events = std::make_shared<Events>(std::move(events));
+  auto post = [this, generation, current, shared_events](std::function<void(const Events&)> fire) {
+    asio::post(io_, [generation, current, shared_events, fire = std::move(fire)] {
+      const auto alive = current.lock();
+      if (alive && *alive == generation) fire(*shared_events);
+    });
+  };
+  watcher_ = std::make_unique<Watcher>(options_, round, std::move(post));
+}
+
+void ElasticMonitor::Unwatch() {
+  ++*generation_;
+  watcher_.reset();
+}
+
+}  // namespace ddprun::launcher

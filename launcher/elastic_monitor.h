@@ -1,0 +1,43 @@
+// The launcher's PeerMonitor for elastic rounds. Per watched round, a thread with its own
+// connection to the rendezvous store blocks in Wait(the round's change key, interval): any
+// reason to end the round (a failure, a lost node, a node waiting, a member leaving, the job
+// closed) wakes every member at once and is posted to the agent's io_context. Each timeout
+// bumps this node's heartbeat and reads its ring neighbour's (O(1) per node); a neighbour silent
+// for interval x max_attempts is declared gone, which ends the round for everyone. Unwatch
+// interrupts the connection and joins the thread.
+#pragma once
+#include <chrono>
+#include <memory>
+
+#include "common/asio.h"
+#include "elastic/peer_monitor.h"
+#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/static_rendezvous.h"
+
+namespace ddprun::launcher {
+
+struct ElasticMonitorOptions {
+  rendezvous::DynamicRendezvousOptions rendezvous;  // run id, this node
+  rendezvous::StoreConnector connect;               // a new connection to the rendezvous store
+  std::chrono::milliseconds interval{5000};         // rdzv_conf keep_alive_interval
+  int max_attempts = 3;                             // rdzv_conf keep_alive_max_attempt
+};
+
+class ElasticMonitor : public elastic::PeerMonitor {
+ public:
+  ElasticMonitor(asio::io_context& io, ElasticMonitorOptions options);
+  ~ElasticMonitor() override;
+
+  void Watch(const rendezvous::RendezvousInfo& round, Events events) override;
+  void Unwatch() override;
+
+ private:
+  class Watcher;
+
+  asio::io_context& io_;
+  ElasticMonitorOptions options_;
+  std::shared_ptr<int> generation_ = std::make_shared<int>(0);  // io thread only
+  std::unique_ptr<Watcher> watcher_;
+};
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,257 @@
+#include "rendezvous/dynamic_rendezvous.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace ddprun::rendezvous {
+namespace {
+
+using std::chrono::milliseconds;
+using Json = nlohmann::json;
+
+constexpr milliseconds kSealPublishTimeout{60'000};  // first sealer -> "sealed" key
+
+constexpr std::pair<RoundChange::Kind, const char*> kKindNames[] = {
+    {RoundChange::Kind::kFailure, "failure"},
+    {RoundChange::Kind::kNodeLost, "node_lost"},
+    {RoundChange::Kind::kNodeWaiting, "node_waiting"},
+    {RoundChange::Kind::kNodeLeaving, "node_leaving"},
+    {RoundChange::Kind::kClosed, "closed"},
+};
+
+milliseconds Left(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline -
+                                                             std::chrono::steady_clock::now());
+  return std::max(left, milliseconds{1});
+}
+
+std::string Seconds(milliseconds duration) {
+  const double seconds = static_cast<double>(duration.count()) / 1000.0;
+  std::string text = std::to_string(seconds);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (text.back() == '.') text.pop_back();
+  return text + " s";
+}
+
+}  // namespace
+
+const char* RoundChange::KindName(Kind kind) {
+  for (const auto& [value, name] : kKindNames) {
+    if (value == kind) return name;
+  }
+  return "unknown";
+}
+
+std::string RoundChange::Encode() const {
+  return Json{{"kind", KindName(kind)}, {"group_rank", group_rank}, {"host", host},
+              {"detail", detail}}
+      .dump();
+}
+
+RoundChange RoundChange::Decode(const std::string& text) {
+  try {
+    const Json json = Json::parse(text);
+    RoundChange change;
+    const std::string kind = json.at("kind").get<std::string>();
+    const auto* found = std::find_if(std::begin(kKindNames), std::end(kKindNames),
+                                     [&](const auto& entry) { return kind == entry.second; });
+    if (found == std::end(kKindNames)) throw std::invalid_argument("unknown kind " + kind);
+    change.kind = found->first;
+    change.group_rank = json.at("group_rank").get<int>();
+    change.host = json.at("host").get<std::string>();
+    change.detail = json.at("detail").get<std::string>();
+    return change;
+  } catch (const Json::exception& error) {
+    throw std::invalid_argument(std::string("malformed round change: ") + error.what());
+  }
+}
+
+DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<Store> store)
+    : options_(std::move(options)),
+      store_(std::move(store)),
+      prefix_("ddprun/rdzv/" + options_.run_id + "/") {}
+
+std::string DynamicRendezvous::RoundKey(int round, const std::string& name) const {
+  return prefix_ + "r" + std::to_string(round) + "/" + name;
+}
+
+std::string DynamicRendezvous::ClosedKey() const { return prefix_ + "closed"; }
+
+FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous) {
+  const auto deadline = Clock::now() + options_.join_timeout;
+  ThrowIfClosed();
+  const int first = previous ? previous->round + 1 : RoundHint();
+  const Ticket ticket = Arrive(first, previous, deadline);
+  return AwaitSeal(ticket, deadline);
+}
+
+// One ADD per round tried; a sealed round sends the node on to the next one, where it waits
+// (and is seen waiting by the members of the round it missed).
+DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
+                                                    const std::optional<FormedRound>& previous,
+                                                    Clock::time_point deadline) {
+  const std::int64_t delta =
+      SeqValue::kArrival + SeqValue::kWorker * options_.node.local_world_size;
+  bool missed_one = false;
+  for (;; ++round, missed_one = true) {
+    if (Clock::now() >= deadline) ThrowTooFew(round);
+    const SeqValue seq{store_->Add(RoundKey(round, "seq"), delta)};
+    if (seq.Seals() > 0) continue;
+    const int ticket = seq.Arrivals();
+    const NodeDescriptor& node = options_.node;
+    store_->SetString(RoundKey(round, "node/" + std::to_string(ticket)),
+                      Json{{"host", node.host}, {"addr", node.addr}, {"pid", node.pid},
+                           {"nproc", node.local_world_size}}
+                          .dump());
+    if (ticket == 1) store_->SetString(prefix_ + "round", std::to_string(round));
+    if (missed_one) SignalWaiting(round - 1);
+    if (round > 0) AwaitEndOf(round - 1, deadline);
+    if (ticket >= options_.min_nodes) store_->SetString(RoundKey(round, "min"), "1");
+    if (ticket >= options_.max_nodes || EveryPreviousMemberAccounted(round, previous)) {
+      Seal(round);
+    }
+    return {round, seq};
+  }
+}
+
+void DynamicRendezvous::SignalWaiting(int round) {
+  if (!store_->Check({RoundKey(round, "sealed")})) return;
+  const Json sealed = Json::parse(store_->GetString(RoundKey(round, "sealed")));
+  if (sealed.at("nodes").get<int>() >= options_.max_nodes) return;  // no room: wait for a change
+  Announce(round, {RoundChange::Kind::kNodeWaiting, -1, options_.node.host,
+                   "node " + options_.node.host + " is waiting to join"});
+}
+
+// Round `round` + 1 may form only once the members of `round` are leaving it, so that a
+// newcomer never starts a second group next to a running one.
+void DynamicRendezvous::AwaitEndOf(int round, Clock::time_point deadline) {
+  try {
+    store_->Wait({RoundKey(round, "change")}, Left(deadline));
+  } catch (const StoreTimeout&) {
+    ThrowIfClosed();
+    throw RendezvousTimeoutError(
+        "round " + std::to_string(round) + " is full (the maximum of " +
+        std::to_string(options_.max_nodes) + " nodes) and none of its nodes left within "
+        "join_timeout=" + Seconds(options_.join_timeout) + "; raise the maximum of --nnodes");
+  }
+  if (RoundChange::Decode(store_->GetString(RoundKey(round, "change"))).kind ==
+      RoundChange::Kind::kClosed) {
+    ThrowIfClosed();
+  }
+}
+
+bool DynamicRendezvous::EveryPreviousMemberAccounted(int round,
+                                                     const std::optional<FormedRound>& previous) {
+  if (!previous || previous->round + 1 != round) return false;
+  const std::int64_t accounted = store_->Add(RoundKey(round, "accounted"), 1);
+  if (accounted < previous->group_world_size) return false;
+  return SeqValue{store_->Add(RoundKey(round, "seq"), 0)}.Arrivals() >= options_.min_nodes;
+}
+
+FormedRound DynamicRendezvous::AwaitSeal(const Ticket& ticket, Clock::time_point deadline) {
+  const std::string sealed = RoundKey(ticket.round, "sealed");
+  if (!store_->Check({sealed})) {
+    try {
+      store_->Wait({RoundKey(ticket.round, "min")}, Left(deadline));
+    } catch (const StoreTimeout&) {
+      ThrowTooFew(ticket.round);
+    }
+    try {
+      store_->Wait({sealed}, std::min(options_.last_call_timeout, Left(deadline)));
+    } catch (const StoreTimeout&) {
+      Seal(ticket.round);  // last call is over (or the join deadline came): close the round
+    }
+    store_->Wait({sealed}, kSealPublishTimeout);
+  }
+  return ReadSealed(ticket);
+}
+
+// The ADD of kSeal is ordered with every arrival's ADD: its result counts exactly the nodes of
+// the round. Only the first sealer (seal count 1) publishes it.
+void DynamicRendezvous::Seal(int round) {
+  const SeqValue seq{store_->Add(RoundKey(round, "seq"), SeqValue::kSeal)};
+  if (seq.Seals() != 1) return;
+  const Json sealed{{"nodes", seq.Arrivals()},
+                    {"world", seq.Workers()},
+                    {"restarts", RestartCountFor(round)}};
+  store_->SetString(RoundKey(round, "sealed"), sealed.dump());
+}
+
+FormedRound DynamicRendezvous::ReadSealed(const Ticket& ticket) {
+  const Json sealed = Json::parse(store_->GetString(RoundKey(ticket.round, "sealed")));
+  FormedRound formed;
+  formed.round = ticket.round;
+  formed.group_rank = ticket.seq.Arrivals() - 1;
+  formed.group_world_size = sealed.at("nodes").get<int>();
+  formed.base_global_rank = ticket.seq.Workers() - options_.node.local_world_size;
+  formed.global_world_size = sealed.at("world").get<int>();
+  formed.restart_count = sealed.at("restarts").get<int>();
+  return formed;
+}
+
+// The restart count moves on only when a worker failure ended the previous round.
+int DynamicRendezvous::RestartCountFor(int round) {
+  int restarts = 0;
+  if (round > 0 && store_->Check({RoundKey(round - 1, "sealed")})) {
+    restarts = Json::parse(store_->GetString(RoundKey(round - 1, "sealed")))
+                   .at("restarts")
+                   .get<int>();
+  }
+  return restarts + (store_->Add(RoundKey(round, "failures"), 0) > 0 ? 1 : 0);
+}
+
+RoundChange DynamicRendezvous::Announce(int round, const RoundChange& change) {
+  const Bytes now_stored =
+      store_->CompareSet(RoundKey(round, "change"), {}, Store::ToBytes(change.Encode()));
+  return RoundChange::Decode(Store::ToString(now_stored));
+}
+
+void DynamicRendezvous::CountFailure(int round) {
+  store_->Add(RoundKey(round + 1, "failures"), 1);
+}
+
+void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange& change) {
+  const std::string token = options_.node.host + ":" + std::to_string(options_.node.pid);
+  const Bytes mark = Store::ToBytes(token);
+  const std::string gone = RoundKey(round, "gone/" + std::to_string(group_rank));
+  if (store_->CompareSet(gone, {}, mark) == mark) {
+    store_->Add(RoundKey(round + 1, "accounted"), 1);
+  }
+  Announce(round, change);
+}
+
+int DynamicRendezvous::NodesWaiting(int round) {
+  return SeqValue{store_->Add(RoundKey(round + 1, "seq"), 0)}.Arrivals();
+}
+
+void DynamicRendezvous::Close(int round) {
+  store_->SetString(ClosedKey(), "1");
+  Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, "the job has finished"});
+}
+
+bool DynamicRendezvous::IsClosed() { return store_->Check({ClosedKey()}); }
+
+int DynamicRendezvous::RoundHint() {
+  if (!store_->Check({prefix_ + "round"})) return 0;
+  return std::stoi(store_->GetString(prefix_ + "round"));
+}
+
+void DynamicRendezvous::ThrowIfClosed() {
+  if (IsClosed()) {
+    throw RendezvousClosedError("the rendezvous '" + options_.run_id +
+                                "' is closed: the job has finished");
+  }
+}
+
+void DynamicRendezvous::ThrowTooFew(int round) {
+  ThrowIfClosed();
+  const int arrived = SeqValue{store_->Add(RoundKey(round, "seq"), 0)}.Arrivals();
+  throw RendezvousTimeoutError(
+      "only " + std::to_string(arrived) + " of the minimum " +
+      std::to_string(options_.min_nodes) + " nodes joined round " + std::to_string(round) +
+      " within join_timeout=" + Seconds(options_.join_timeout) +
+      "; start the missing nodes or lower the minimum of --nnodes");
+}
+
+}  // namespace ddprun::rendezvous

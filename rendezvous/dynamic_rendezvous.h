@@ -1,0 +1,140 @@
+// The dynamic (elastic) rendezvous over any Store: rounds of MIN..MAX nodes that form, close,
+// and form again when a node fails, is lost, or arrives. Written against the Store seam only,
+// so the c10d TCP store and etcd can carry it unchanged. docs/elastic.md explains the protocol;
+// in short, under "ddprun/rdzv/<run_id>/r<k>/":
+//   seq      one packed counter: arrivals (ticket), their workers (rank base), and the seal.
+//            A join is one ADD; the ADD that seals the round is atomic with every arrival, so
+//            a node either made the round or knows at once that it is late.
+//   node/<t> the node with ticket t (group rank t-1): JSON descriptor, for views and messages.
+//   min      set once MIN nodes arrived (starts everyone's last call).
+//   sealed   {"nodes", "world", "restarts"}, written by the first sealer.
+//   accounted  members of round k-1 that rejoined or were declared gone: when it reaches
+//            round k-1's size with at least MIN arrivals, round k seals at once (no last call).
+//   failures number of worker failures that ended round k-1 (the restart count moves on).
+//   change   the first reason round k must end (failure, node lost, node waiting, leaving).
+//   hb/<t>   heartbeat counter of ticket t; its ring neighbour watches it.
+// and "ddprun/rdzv/<run_id>/closed" once the job has finished.
+// Round k+1 forms only after round k has a change (its members are leaving it), so a newcomer
+// never starts a second group. A round seals when MAX nodes arrived, when every member of the previous round is accounted
+// for (with MIN arrivals), or when last_call_timeout passed since MIN arrived. Group ranks are
+// arrival order within the round; global ranks are prefix sums of nproc in that order.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "rendezvous/rendezvous_handler.h"
+#include "rendezvous/store.h"
+
+namespace ddprun::rendezvous {
+
+// What a node announces about itself when it joins a round.
+struct NodeDescriptor {
+  std::string host;       // host name, for messages
+  std::string addr;       // address other nodes reach it at (--local_addr or FQDN)
+  int pid = 0;
+  int local_world_size = 1;
+};
+
+struct DynamicRendezvousOptions {
+  std::string run_id = "none";
+  int min_nodes = 1;
+  int max_nodes = 1;
+  NodeDescriptor node;
+  std::chrono::milliseconds join_timeout{600'000};
+  std::chrono::milliseconds last_call_timeout{30'000};
+};
+
+// Why a round must end; the first one written wins (CompareSet), every member wakes on it.
+struct RoundChange {
+  enum class Kind { kFailure, kNodeLost, kNodeWaiting, kNodeLeaving, kClosed };
+  Kind kind = Kind::kNodeWaiting;
+  int group_rank = -1;  // the node concerned (-1: a newcomer)
+  std::string host;
+  std::string detail;   // one line: a failure record (JSON) or a reason
+
+  std::string Encode() const;
+  static RoundChange Decode(const std::string& text);  // throws std::invalid_argument
+  static const char* KindName(Kind kind);
+};
+
+// The formed round as this node sees it (also what RendezvousInfo carries).
+struct FormedRound {
+  int round = 0;
+  int group_rank = 0;
+  int group_world_size = 0;
+  int base_global_rank = 0;
+  int global_world_size = 0;
+  int restart_count = 0;
+};
+
+// Packed `seq` counter: bits 0-19 arrivals, 20-49 workers, 50-62 seals.
+struct SeqValue {
+  static constexpr std::int64_t kArrival = 1;
+  static constexpr std::int64_t kWorker = std::int64_t{1} << 20;
+  static constexpr std::int64_t kSeal = std::int64_t{1} << 50;
+  std::int64_t raw = 0;
+  int Arrivals() const { return static_cast<int>(raw & (kWorker - 1)); }
+  int Workers() const { return static_cast<int>((raw / kWorker) & ((kSeal / kWorker) - 1)); }
+  int Seals() const { return static_cast<int>(raw / kSeal); }
+};
+
+class DynamicRendezvous {
+ public:
+  // `store` is this node's own connection to the rendezvous store (blocking calls run on the
+  // caller's thread); Interrupt() on it cancels a join at once.
+  DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<Store> store);
+
+  // Joins the next round: after `previous` when this node was a member of it, else the round
+  // now forming. Blocks until the round seals. Throws RendezvousTimeoutError (fewer than MIN
+  // nodes for join_timeout, naming how many came), RendezvousClosedError (the job finished, or
+  // Interrupt()), or StoreConnectionError (the store is gone).
+  FormedRound Join(const std::optional<FormedRound>& previous);
+
+  // Writes `change` for `round` unless a reason is already there; returns the one in force.
+  RoundChange Announce(int round, const RoundChange& change);
+  // Counts `failures` toward the restart count of the round after `round`.
+  void CountFailure(int round);
+  // Declares member `group_rank` of `round` gone (lost or leaving) in the next round's
+  // accounting, once; then announces `change`.
+  void DeclareGone(int round, int group_rank, const RoundChange& change);
+  // Nodes that arrived for the round after `round` (a newcomer waiting, or members rejoining).
+  int NodesWaiting(int round);
+  // Marks the job finished after `round`: later joins, and nodes waiting for that round to
+  // end, throw RendezvousClosedError.
+  void Close(int round);
+  bool IsClosed();
+
+  // Key names, for monitors and views.
+  std::string RoundKey(int round, const std::string& name) const;
+  std::string ClosedKey() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Ticket {
+    int round = 0;
+    SeqValue seq;
+  };
+
+  Ticket Arrive(int round, const std::optional<FormedRound>& previous, Clock::time_point deadline);
+  void SignalWaiting(int round);
+  void AwaitEndOf(int round, Clock::time_point deadline);
+  bool EveryPreviousMemberAccounted(int round, const std::optional<FormedRound>& previous);
+  FormedRound AwaitSeal(const Ticket& ticket, Clock::time_point deadline);
+  void Seal(int round);
+  FormedRound ReadSealed(const Ticket& ticket);
+  int RestartCountFor(int round);
+  int RoundHint();
+  void ThrowIfClosed();
+  [[noreturn]] void ThrowTooFew(int round);
+
+  DynamicRendezvousOptions options_;
+  std::shared_ptr<Store> store_;
+  std::string prefix_;
+};
+
+}  // namespace ddprun::rendezvous

@@ -1,0 +1,44 @@
+// Liveness of one peer from its heartbeat counter, on the watcher's own clock (no clock is
+// shared between nodes): the peer counts as lost once its counter has not moved for `timeout`
+// (keep_alive_interval x keep_alive_max_attempt). Pure; the caller reads the counter.
+#pragma once
+#include <chrono>
+#include <cstdint>
+
+namespace ddprun::rendezvous {
+
+class HeartbeatWatch {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  HeartbeatWatch(std::chrono::milliseconds timeout, TimePoint start)
+      : timeout_(timeout), last_change_(start) {}
+
+  // Records `counter` as read at `now`; true when the peer counts as lost.
+  bool Observe(std::int64_t counter, TimePoint now) {
+    if (!seen_ || counter != last_counter_) {
+      seen_ = true;
+      last_counter_ = counter;
+      last_change_ = now;
+    }
+    return SilentFor(now) >= timeout_;
+  }
+
+  std::chrono::milliseconds SilentFor(TimePoint now) const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(now - last_change_);
+  }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  bool seen_ = false;
+  std::int64_t last_counter_ = 0;
+  TimePoint last_change_;
+};
+
+// The member that `group_rank` watches in a ring of `world` members; -1 when alone. Each member
+// is watched by exactly one other, so a round costs O(1) heartbeat traffic per node.
+inline int RingNeighbour(int group_rank, int world) {
+  return world > 1 ? (group_rank + 1) % world : -1;
+}
+
+}  // namespace ddprun::rendezvous

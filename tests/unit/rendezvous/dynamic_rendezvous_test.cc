@@ -1,0 +1,295 @@
+// The dynamic rendezvous protocol with simulated nodes: each a thread with its own
+// DynamicRendezvous over one shared in-memory store (the TCP store's exact key semantics).
+// Waits are bounded by generous deadlines; a test that needed a timeout it was promised to skip
+// fails instead of hanging.
+#include "rendezvous/dynamic_rendezvous.h"
+
+#include <catch2/catch.hpp>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "rendezvous/in_memory_store.h"
+
+namespace {
+
+using ddprun::rendezvous::DynamicRendezvous;
+using ddprun::rendezvous::DynamicRendezvousOptions;
+using ddprun::rendezvous::FormedRound;
+using ddprun::rendezvous::InMemoryStore;
+using ddprun::rendezvous::RendezvousClosedError;
+using ddprun::rendezvous::RendezvousTimeoutError;
+using ddprun::rendezvous::RoundChange;
+using ddprun::rendezvous::SeqValue;
+using ddprun::rendezvous::StoreConnectionError;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Kind = RoundChange::Kind;
+
+constexpr milliseconds kPromptly{10'000};  // far above what a prompt step takes
+
+struct Job {
+  int min_nodes = 2;
+  int max_nodes = 4;
+  milliseconds join_timeout{20'000};
+  milliseconds last_call{100};
+  std::shared_ptr<InMemoryStore> store = std::make_shared<InMemoryStore>(seconds(30));
+
+  DynamicRendezvous Node(int id, int nproc = 2) const {
+    DynamicRendezvousOptions options;
+    options.run_id = "job";
+    options.min_nodes = min_nodes;
+    options.max_nodes = max_nodes;
+    options.node = {"host" + std::to_string(id), "10.0.0." + std::to_string(id), 1000 + id, nproc};
+    options.join_timeout = join_timeout;
+    options.last_call_timeout = last_call;
+    return DynamicRendezvous(options, store);
+  }
+};
+
+// Starts a join on its own thread.
+std::future<FormedRound> JoinAsync(const Job& job, int id,
+                                   std::optional<FormedRound> previous = std::nullopt,
+                                   int nproc = 2) {
+  return std::async(std::launch::async, [&job, id, previous, nproc] {
+    DynamicRendezvous node = job.Node(id, nproc);
+    return node.Join(previous);
+  });
+}
+
+FormedRound Ready(std::future<FormedRound>& future) {
+  REQUIRE(future.wait_for(kPromptly) == std::future_status::ready);
+  return future.get();
+}
+
+// Every member's view of one round agrees, ranks are a permutation, bases are prefix sums.
+void CheckConsistent(const std::vector<FormedRound>& views, const std::vector<int>& nprocs) {
+  std::set<int> ranks;
+  std::vector<int> base_by_rank(views.size(), -1);
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    CHECK(views[i].round == views.front().round);
+    CHECK(views[i].group_world_size == static_cast<int>(views.size()));
+    CHECK(views[i].restart_count == views.front().restart_count);
+    ranks.insert(views[i].group_rank);
+    base_by_rank.at(views[i].group_rank) = views[i].base_global_rank;
+  }
+  CHECK(ranks.size() == views.size());
+  int total = 0;
+  for (int nproc : nprocs) total += nproc;
+  for (const auto& view : views) CHECK(view.global_world_size == total);
+  CHECK(base_by_rank.front() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("seq packs arrivals, workers and seals in one counter", "[dynamic_rendezvous]") {
+  const SeqValue one{SeqValue::kArrival + 8 * SeqValue::kWorker};
+  CHECK(one.Arrivals() == 1);
+  CHECK(one.Workers() == 8);
+  CHECK(one.Seals() == 0);
+  const SeqValue sealed{one.raw * 4000 + SeqValue::kSeal * 2};
+  CHECK(sealed.Arrivals() == 4000);
+  CHECK(sealed.Workers() == 32000);
+  CHECK(sealed.Seals() == 2);
+}
+
+TEST_CASE("a round closes at once when MAX nodes arrive", "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 2;
+  job.max_nodes = 3;
+  job.last_call = milliseconds{60'000};  // never reached: MAX closes the round
+  std::vector<std::future<FormedRound>> joins;
+  const std::vector<int> nprocs{1, 2, 3};
+  for (int id = 0; id < 3; ++id) joins.push_back(JoinAsync(job, id, std::nullopt, nprocs[id]));
+  std::vector<FormedRound> views;
+  for (auto& join : joins) views.push_back(Ready(join));
+  CheckConsistent(views, nprocs);
+  CHECK(views.front().round == 0);
+  CHECK(views.front().restart_count == 0);
+}
+
+TEST_CASE("with MIN nodes the round closes after the last call", "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 2;
+  job.max_nodes = 8;
+  auto a = JoinAsync(job, 0);
+  auto b = JoinAsync(job, 1);
+  std::vector<FormedRound> views{Ready(a), Ready(b)};
+  CheckConsistent(views, {2, 2});
+}
+
+TEST_CASE("fewer than MIN nodes for join_timeout is a clear timeout", "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 3;
+  job.join_timeout = milliseconds{300};
+  DynamicRendezvous node = job.Node(0);
+  CHECK_THROWS_MATCHES(node.Join(std::nullopt), RendezvousTimeoutError,
+                       Catch::Matchers::Message(
+                           "only 1 of the minimum 3 nodes joined round 0 within "
+                           "join_timeout=0.3 s; start the missing nodes or lower the minimum "
+                           "of --nnodes"));
+}
+
+TEST_CASE("a late node waits for the next round and is seen waiting", "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 2;
+  job.max_nodes = 3;
+  job.last_call = milliseconds{50};
+  auto a = JoinAsync(job, 0);
+  auto b = JoinAsync(job, 1);
+  const FormedRound first_a = Ready(a);
+  const FormedRound first_b = Ready(b);
+  REQUIRE(first_a.group_world_size == 2);
+
+  job.last_call = milliseconds{60'000};  // the members' rejoin must not need it
+  auto late = JoinAsync(job, 2);
+  DynamicRendezvous observer = job.Node(0);
+  const std::string change_key = observer.RoundKey(0, "change");
+  job.store->Wait({change_key}, kPromptly);
+  const RoundChange change = RoundChange::Decode(job.store->GetString(change_key));
+  CHECK(change.kind == Kind::kNodeWaiting);
+  CHECK(change.host == "host2");
+  CHECK(observer.NodesWaiting(0) == 1);
+
+  auto again_a = JoinAsync(job, 0, first_a);
+  auto again_b = JoinAsync(job, 1, first_b);
+  std::vector<FormedRound> views{Ready(again_a), Ready(again_b), Ready(late)};
+  CheckConsistent(views, {2, 2, 2});
+  CHECK(views.front().round == 1);
+  CHECK(views.front().restart_count == 0);
+  CHECK(views[2].group_rank == 0);  // arrival order: the waiting node came first
+}
+
+TEST_CASE("a full round is not disturbed by a late node", "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 1;
+  job.max_nodes = 1;
+  DynamicRendezvous member = job.Node(0);
+  const FormedRound formed = member.Join(std::nullopt);
+  CHECK(formed.group_world_size == 1);
+  job.join_timeout = milliseconds{200};
+  DynamicRendezvous late = job.Node(1);
+  CHECK_THROWS_MATCHES(late.Join(std::nullopt), RendezvousTimeoutError,
+                       Catch::Matchers::Message(
+                           "round 0 is full (the maximum of 1 nodes) and none of its nodes left "
+                           "within join_timeout=0.2 s; raise the maximum of --nnodes"));
+  CHECK_FALSE(job.store->Check({member.RoundKey(0, "change")}));
+  CHECK(member.NodesWaiting(0) == 1);
+  CHECK_FALSE(job.store->Check({member.RoundKey(1, "sealed")}));  // no second group
+}
+
+TEST_CASE("a node waiting for a full round learns at once that the job finished",
+          "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 1;
+  job.max_nodes = 1;
+  DynamicRendezvous member = job.Node(0);
+  member.Join(std::nullopt);
+  auto late = JoinAsync(job, 1);
+  job.store->Wait({member.RoundKey(1, "node/1")}, kPromptly);
+  member.Close(0);
+  REQUIRE(late.wait_for(kPromptly) == std::future_status::ready);
+  CHECK_THROWS_AS(late.get(), RendezvousClosedError);
+}
+
+TEST_CASE("survivors of a lost node form the next round without a last call",
+          "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 2;
+  job.max_nodes = 3;
+  job.last_call = milliseconds{60'000};
+  std::vector<std::future<FormedRound>> joins;
+  for (int id = 0; id < 3; ++id) joins.push_back(JoinAsync(job, id));
+  std::vector<FormedRound> first;
+  for (auto& join : joins) first.push_back(Ready(join));
+  const int lost = 2;
+
+  DynamicRendezvous watcher = job.Node(0);
+  watcher.DeclareGone(0, first[lost].group_rank,
+                      {Kind::kNodeLost, first[lost].group_rank, "host2", "heartbeats stopped"});
+  watcher.DeclareGone(0, first[lost].group_rank,  // a second declaration counts once
+                      {Kind::kNodeLost, first[lost].group_rank, "host2", "again"});
+  const RoundChange change =
+      RoundChange::Decode(job.store->GetString(watcher.RoundKey(0, "change")));
+  CHECK(change.kind == Kind::kNodeLost);
+  CHECK(change.detail == "heartbeats stopped");
+
+  auto a = JoinAsync(job, 0, first[0]);
+  auto b = JoinAsync(job, 1, first[1]);
+  std::vector<FormedRound> views{Ready(a), Ready(b)};
+  CheckConsistent(views, {2, 2});
+  CHECK(views.front().round == 1);
+  CHECK(views.front().restart_count == 0);  // a lost node spends no restart
+}
+
+TEST_CASE("a worker failure moves the restart count on for everyone", "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 2;
+  job.max_nodes = 2;
+  auto a = JoinAsync(job, 0);
+  auto b = JoinAsync(job, 1);
+  const FormedRound first_a = Ready(a);
+  const FormedRound first_b = Ready(b);
+  DynamicRendezvous failing = job.Node(1);
+  failing.CountFailure(0);
+  const RoundChange in_force =
+      failing.Announce(0, {Kind::kFailure, first_b.group_rank, "host1", "{\"rank\": 3}"});
+  CHECK(in_force.kind == Kind::kFailure);
+  // A later reason does not replace the first one.
+  CHECK(failing.Announce(0, {Kind::kNodeWaiting, -1, "x", ""}).kind == Kind::kFailure);
+  auto again_a = JoinAsync(job, 0, first_a);
+  auto again_b = JoinAsync(job, 1, first_b);
+  std::vector<FormedRound> views{Ready(again_a), Ready(again_b)};
+  CheckConsistent(views, {2, 2});
+  CHECK(views.front().restart_count == 1);
+}
+
+TEST_CASE("a closed rendezvous refuses joins", "[dynamic_rendezvous]") {
+  Job job;
+  DynamicRendezvous node = job.Node(0);
+  CHECK_FALSE(node.IsClosed());
+  node.Close(0);
+  CHECK(node.IsClosed());
+  CHECK_THROWS_AS(job.Node(1).Join(std::nullopt), RendezvousClosedError);
+}
+
+TEST_CASE("Interrupt cancels a blocked join at once", "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 2;
+  job.join_timeout = milliseconds{60'000};
+  auto blocked = std::async(std::launch::async, [&job] {
+    DynamicRendezvous node = job.Node(0);
+    node.Join(std::nullopt);
+  });
+  DynamicRendezvous observer = job.Node(9);
+  job.store->Wait({observer.RoundKey(0, "node/1")}, kPromptly);  // it has arrived and waits
+  job.store->Interrupt();
+  REQUIRE(blocked.wait_for(kPromptly) == std::future_status::ready);
+  CHECK_THROWS_AS(blocked.get(), StoreConnectionError);
+}
+
+TEST_CASE("many nodes form one consistent round", "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 64;
+  job.max_nodes = 64;
+  std::vector<std::future<FormedRound>> joins;
+  std::vector<int> nprocs;
+  for (int id = 0; id < 64; ++id) {
+    nprocs.push_back(1 + id % 3);
+    joins.push_back(JoinAsync(job, id, std::nullopt, nprocs.back()));
+  }
+  std::vector<FormedRound> views;
+  for (auto& join : joins) views.push_back(Ready(join));
+  CheckConsistent(views, nprocs);
+  // Bases are prefix sums in group-rank order.
+  std::vector<std::pair<int, int>> by_rank;  // rank -> (base, nproc)
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    by_rank.emplace_back(views[i].group_rank, static_cast<int>(i));
+  }
+  std::sort(by_rank.begin(), by_rank.end());
+  int expected_base = 0;
+  for (const auto& [rank, index] : by_rank) {
+    CHECK(views[index].base_global_rank == expected_base);
+    expected_base += nprocs[index];
+  }
+}
