@@ -67,7 +67,7 @@ class ElasticMonitor::Watcher {
   void Watch(rendezvous::Store& store, rendezvous::DynamicRendezvous& rendezvous) {
     const std::string change_key = rendezvous.RoundKey(round_, "change");
     rendezvous::HeartbeatWatch neighbour(options_.interval * options_.max_attempts, Clock::now());
-    store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(me_)), 1);
+    Beat(store, rendezvous);
     while (!stop_) {
       try {
         store.Wait({change_key}, options_.interval);
@@ -75,12 +75,22 @@ class ElasticMonitor::Watcher {
         return;
       } catch (const rendezvous::StoreTimeout&) {
       }
-      store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(me_)), 1);
+      Beat(store, rendezvous);
       if (neighbour_ < 0) continue;
       const auto beats = store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(neighbour_)), 0);
       const auto now = Clock::now();
       if (neighbour.Observe(beats, now)) DeclareLost(store, rendezvous, neighbour.SilentFor(now));
     }
+  }
+
+  // The counter is what the ring neighbour watches; the wall-clock time is for views
+  // (`ddprun-store rdzv`), which have no earlier reading to compare with.
+  void Beat(rendezvous::Store& store, rendezvous::DynamicRendezvous& rendezvous) {
+    const std::string me = std::to_string(me_);
+    store.Add(rendezvous.RoundKey(round_, "hb/" + me), 1);
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    store.SetString(rendezvous.RoundKey(round_, "hb_at/" + me), std::to_string(now_ms.count()));
   }
 
   // The change wakes this watch too (and every other member's) on its next Wait.

@@ -5,19 +5,25 @@
 //   seq      one packed counter: arrivals (ticket), their workers (rank base), and the seal.
 //            A join is one ADD; the ADD that seals the round is atomic with every arrival, so
 //            a node either made the round or knows at once that it is late.
-//   node/<t> the node with ticket t (group rank t-1): JSON descriptor, for views and messages.
+//   node/<t> the node with ticket t (group rank t-1): JSON {host, addr, pid, nproc}.
+//   gone/<r> set once group rank r of round k is declared lost or leaving.
 //   min      set once MIN nodes arrived (starts everyone's last call).
 //   sealed   {"nodes", "world", "restarts"}, written by the first sealer.
 //   accounted  members of round k-1 that rejoined or were declared gone: when it reaches
 //            round k-1's size with at least MIN arrivals, round k seals at once (no last call).
 //   failures number of worker failures that ended round k-1 (the restart count moves on).
 //   change   the first reason round k must end (failure, node lost, node waiting, leaving).
-//   hb/<t>   heartbeat counter of ticket t; its ring neighbour watches it.
-// and "ddprun/rdzv/<run_id>/closed" once the job has finished.
+//   hb/<t>   heartbeat counter of group rank t (ticket t+1); its ring neighbour watches it;
+//   hb_at/<t> the wall-clock time (epoch ms) of its last beat, for views.
+//   master   "host:port" of the round's worker store (served by group rank 0).
+//   agent/   the round's agent keys (failure and exit barriers).
+// plus "ddprun/rdzv/<run_id>/round" (the newest round opened, a hint for joiners) and
+// "ddprun/rdzv/<run_id>/closed" once the job has finished.
 // Round k+1 forms only after round k has a change (its members are leaving it), so a newcomer
-// never starts a second group. A round seals when MAX nodes arrived, when every member of the previous round is accounted
-// for (with MIN arrivals), or when last_call_timeout passed since MIN arrived. Group ranks are
-// arrival order within the round; global ranks are prefix sums of nproc in that order.
+// never starts a second group. A round seals when MAX nodes arrived, when every member of the
+// previous round is accounted for (with MIN arrivals), or when last_call_timeout passed since
+// MIN arrived. Group ranks are arrival order within the round; global ranks are prefix sums of
+// nproc in that order.
 #pragma once
 #include <atomic>
 #include <chrono>
