@@ -33,7 +33,20 @@ Agent::Agent(WorkerSpec spec, AgentOptions options, rendezvous::RendezvousHandle
       rendezvous_(rendezvous),
       processes_(processes),
       runner_(links.runner ? *links.runner : inline_runner_),
-      monitor_(links.monitor) {}
+      monitor_(links.monitor),
+      events_(links.events) {}
+
+void Agent::Emit(const std::string& event, nlohmann::json fields) const {
+  if (events_ == nullptr) return;
+  fields["role"] = spec_.role;
+  fields["host"] = spec_.hostname;
+  fields["restart_count"] = restart_count_;
+  if (state_ != State::kInit) {
+    fields["round"] = info_.round;
+    fields["group_rank"] = info_.group_rank;
+  }
+  events_->Record(event, fields);
+}
 
 void Agent::Run(DoneCallback done) {
   done_ = std::move(done);
@@ -48,6 +61,7 @@ bool Agent::MultiNode() const {
 
 // The rendezvous and the rank exchange block (on other nodes): they run on the runner.
 void Agent::StartAttempt() {
+  Emit("rendezvous_started");
   state_ = State::kRendezvous;
   auto round = std::make_shared<Round>();
   PeerInfo mine{spec_.role, 0, spec_.local_world_size, spec_.hostname};
@@ -100,6 +114,10 @@ void Agent::TakeRound(const rendezvous::RendezvousInfo& info, const std::vector<
                  "(restart count {})", spec_.role, info_.round, info_.group_world_size,
                  ranks_.global_world_size, info_.group_rank, restart_count_);
   }
+  Emit("round_formed", {{"group_world_size", info_.group_world_size},
+                        {"world_size", ranks_.global_world_size},
+                        {"base_global_rank", ranks_.base_global_rank},
+                        {"master", info_.master_addr + ":" + std::to_string(info_.master_port)}});
 }
 
 void Agent::StartWorkers() {
@@ -111,12 +129,20 @@ void Agent::StartWorkers() {
   state_ = State::kHealthy;
   spdlog::info("[{}] starting {} workers (attempt {})", spec_.role, live_workers_, restart_count_);
   processes_.Start(attempt_, [this](const WorkerExit& exit) { OnWorkerExit(exit); });
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& worker : attempt_.workers) ranks.push_back(worker.global_rank);
+  Emit("workers_started", {{"ranks", ranks}});
   Watch();
 }
 
 void Agent::OnWorkerExit(const WorkerExit& exit) {
   --live_workers_;
   const WorkerLaunch& worker = attempt_.workers.at(exit.local_rank);
+  Emit("worker_exited", {{"local_rank", exit.local_rank},
+                         {"rank", worker.global_rank},
+                         {"pid", exit.pid},
+                         {"exitcode", exit.status.TorchrunCode()},
+                         {"expected", state_ != State::kHealthy}});
   if (!exit.status.Success()) {
     failures_.push_back(MakeFailure(exit, worker.global_rank, worker.error_file));
     failure_nodes_.push_back(info_.group_rank);
@@ -174,6 +200,7 @@ void Agent::OnGroupStopped() {
     return;
   }
   if (state_ == State::kStoppingForChange) {
+    Emit("restart", {{"cause", "membership"}});
     StartAttempt();  // a membership change spends no restart
     return;
   }
@@ -186,6 +213,7 @@ void Agent::OnGroupStopped() {
     spdlog::warn("[{}] Worker group FAILED. {}/{} attempts left; will restart worker group",
                  spec_.role, attempts_left, spec_.max_restarts);
     if (!Elastic()) ++restart_count_;  // elastic: the next round carries the job-wide count
+    Emit("restart", {{"cause", "failure"}});
     StartAttempt();
     return;
   }
@@ -194,6 +222,7 @@ void Agent::OnGroupStopped() {
 
 void Agent::HandleSignal(int signal) {
   const std::string name = SignalName(signal).value_or(std::to_string(signal));
+  if (state_ != State::kFinished) Emit("signal", {{"signal", name}});
   switch (state_) {
     case State::kInit:
       Finish(Stopped(signal));
@@ -256,6 +285,12 @@ AgentResult Agent::Errored(const std::string& error) const {
 
 void Agent::Finish(AgentResult result) {
   if (state_ == State::kFinished) return;
+  static constexpr const char* kStates[] = {"succeeded", "failed", "stopped", "error"};
+  nlohmann::json fields{{"state", kStates[static_cast<int>(result.state)]},
+                        {"exit_code", result.ExitCode()}};
+  if (!result.error.empty()) fields["error"] = result.error;
+  if (!result.note.empty()) fields["note"] = result.note;
+  Emit("finished", fields);
   state_ = State::kFinished;
   if (done_) done_(result);
 }

@@ -29,6 +29,7 @@
 
 #include "elastic/attempt_plan.h"
 #include "elastic/blocking_runner.h"
+#include "elastic/event_sink.h"
 #include "elastic/failure.h"
 #include "elastic/peer_monitor.h"
 #include "elastic/process_context.h"
@@ -64,6 +65,7 @@ struct AgentOptions {
 struct AgentLinks {
   BlockingRunner* runner = nullptr;
   PeerMonitor* monitor = nullptr;
+  EventSink* events = nullptr;  // --event_log; null: none
 };
 
 class Agent {
@@ -117,6 +119,7 @@ class Agent {
   AgentResult Stopped(int signal) const;
   AgentResult Errored(const std::string& error) const;
   void Finish(AgentResult result);
+  void Emit(const std::string& event, nlohmann::json fields = nlohmann::json::object()) const;
 
   WorkerSpec spec_;
   AgentOptions options_;
@@ -125,6 +128,7 @@ class Agent {
   InlineRunner inline_runner_;
   BlockingRunner& runner_;
   PeerMonitor* monitor_;
+  EventSink* events_;
   DoneCallback done_;
 
   State state_ = State::kInit;

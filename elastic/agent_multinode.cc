@@ -24,6 +24,10 @@ void Agent::Unwatch() {
 
 void Agent::HandleRemoteFailure(const NodeFailure& record) {
   if (state_ != State::kHealthy && state_ != State::kExitBarrier) return;
+  Emit("remote_failure", {{"node", record.node_rank},
+                          {"node_host", record.host},
+                          {"rank", record.failure.global_rank},
+                          {"exitcode", record.failure.status.TorchrunCode()}});
   spdlog::error("[{}] node {} (host {}) failed: rank {} exitcode {}; stopping the workers of "
                 "this node", spec_.role, record.node_rank, record.host, record.failure.global_rank,
                 record.failure.status.TorchrunCode());
@@ -37,6 +41,7 @@ void Agent::HandleRemoteFailure(const NodeFailure& record) {
 
 void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
   if (state_ != State::kHealthy && state_ != State::kExitBarrier) return;
+  Emit("node_lost", {{"node", node_rank}, {"reason", reason}});
   if (Elastic()) {
     const std::string what =
         node_rank >= 0 ? "node " + std::to_string(node_rank) + " lost: " + reason : reason;
@@ -60,6 +65,7 @@ void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
 
 void Agent::HandleMembershipChange(const std::string& reason) {
   if (state_ != State::kHealthy) return;
+  Emit("membership_changed", {{"reason", reason}});
   StopForChange(reason);
 }
 

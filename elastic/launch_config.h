@@ -105,6 +105,7 @@ struct LaunchConfig {
   std::optional<std::string> numa_binding;
 
   bool dry_run = false;
+  std::optional<std::string> event_log;  // --event_log, else $DDPRUN_EVENT_LOG
 
   // Platform preset (--env_preset): its name ("" when none) and what it supplied.
   std::string env_preset;

@@ -174,6 +174,15 @@ void FillCompatibility(const RawValues& raw, LaunchConfig& config) {
   config.dry_run = raw.On("dry_run");
 }
 
+void FillEventLog(const RawValues& raw, const EnvLookup& env, LaunchConfig& config) {
+  const Given* given = raw.Find("event_log");
+  const auto path = given ? std::optional(given->text) : NonEmptyEnv(env, "DDPRUN_EVENT_LOG");
+  if (!path) return;
+  if (path->empty()) throw UsageError("--event_log=: must name a file");
+  config.event_log = path;
+  config.given_as.try_emplace("event_log", given ? given->name : "DDPRUN_EVENT_LOG");
+}
+
 bool IsExecutableFile(const std::string& path) {
   struct stat info {};
   return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0;
@@ -287,6 +296,7 @@ LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const E
   FillLaunch(raw, env, config);
   FillLogging(raw, env, config);
   FillCompatibility(raw, config);
+  FillEventLog(raw, env, config);
   ResolveNproc(raw, gpus, config);  // flag errors first, then the script's
   FillScript(raw, split, env, config);
   ResolveRendezvous(config);

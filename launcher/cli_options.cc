@@ -16,11 +16,12 @@ constexpr const char* kLogging = "Logging";
 constexpr const char* kCompat = "Compatibility (accepted, no effect)";
 constexpr const char* kDdprun = "ddprun";
 
-constexpr std::array<OptionSpec, 36> kOptions{{
+constexpr std::array<OptionSpec, 37> kOptions{{
     {"nnodes", 0, "N|MIN:MAX", true, kSize, "number of nodes, or the range of nodes (default 1:1)"},
     {"nproc_per_node", 0, "N|auto|cpu|gpu", true, kSize,
      "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)"},
-    {"rdzv_backend", 0, "NAME", true, kRdzv, "static, c10d, etcd or etcd-v2 (default static)"},
+    {"rdzv_backend", 0, "NAME", true, kRdzv,
+     "static or c10d (default static; etcd and etcd-v2 are not implemented yet)"},
     {"rdzv_endpoint", 0, "HOST[:PORT]", true, kRdzv,
      "rendezvous endpoint, IPv6 as [addr]:port (static default: master_addr:master_port)"},
     {"rdzv_id", 0, "ID", true, kRdzv, "user-defined job id (default none)"},
@@ -69,6 +70,9 @@ constexpr std::array<OptionSpec, 36> kOptions{{
     {"env_preset", 0, "NAME", true, kDdprun,
      "take nnodes, node_rank, master address (...) from a platform's variables: aiplatform, "
      "azureml, skypilot or slurm; flags and PET_* still win (docs/env_presets.md)"},
+    {"event_log", 0, "FILE", false, kDdprun,
+     "append one JSON line per agent event (round formed, workers started, node lost, restart, "
+     "...) to FILE (default $DDPRUN_EVENT_LOG)"},
     {"dry_run", 0, nullptr, false, kDdprun, "print the resolved configuration and exit"},
     {"version", 0, nullptr, false, kDdprun, "print the version and exit"},
     {"help", 'h', nullptr, false, kDdprun, "print this help and exit"},

@@ -145,7 +145,8 @@ bool NamesThisMachine(const std::string& host, const std::vector<std::string>& n
   return false;
 }
 
-int LaunchElastic(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec) {
+int LaunchElastic(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec,
+                  elastic::EventSink* events) {
   const auto& settings = config.rdzv_settings;
   const HostPort endpoint = ParseHostPort(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
   const int port = endpoint.port.value_or(kDefaultC10dPort);
@@ -168,7 +169,7 @@ int LaunchElastic(const elastic::LaunchConfig& config, const elastic::WorkerSpec
   elastic::AgentOptions options;
   options.shutdown_timeout = config.shutdown_timeout;
   options.failure_barrier_timeout = settings.HeartbeatTimeout();
-  elastic::Agent agent(spec, options, rendezvous, processes, {&runner, &monitor});
+  elastic::Agent agent(spec, options, rendezvous, processes, {&runner, &monitor, events});
   const elastic::AgentResult result = RunAgentLoop(io, config, agent);
   monitor.Unwatch();
   if (result.state != elastic::AgentResult::State::kStopped) {

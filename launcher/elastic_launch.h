@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "elastic/attempt_plan.h"
+#include "elastic/event_sink.h"
 #include "elastic/launch_config.h"
 
 namespace ddprun::launcher {
@@ -22,6 +23,7 @@ bool NamesThisMachine(const std::string& host, const std::vector<std::string>& n
                       const std::vector<std::string>& local_addresses);
 
 // Returns the launcher's exit code.
-int LaunchElastic(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec);
+int LaunchElastic(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec,
+                  elastic::EventSink* events);
 
 }  // namespace ddprun::launcher

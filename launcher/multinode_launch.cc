@@ -70,7 +70,8 @@ bool IsMultiNode(const elastic::LaunchConfig& config) {
   return !config.standalone && config.max_nodes > 1;
 }
 
-int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec) {
+int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec,
+                    elastic::EventSink* events) {
   const elastic::RendezvousSettings& settings = config.rdzv_settings;
   std::unique_ptr<StoreServerThread> server;
   if (config.node_rank == 0) {
@@ -90,7 +91,7 @@ int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSp
   elastic::AgentOptions options;
   options.shutdown_timeout = config.shutdown_timeout;
   options.failure_barrier_timeout = settings.HeartbeatTimeout();
-  elastic::Agent agent(spec, options, rendezvous, processes, {&runner, &monitor});
+  elastic::Agent agent(spec, options, rendezvous, processes, {&runner, &monitor, events});
   const elastic::AgentResult result = RunAgentLoop(io, config, agent);
   rendezvous.Shutdown();
   monitor.Unwatch();

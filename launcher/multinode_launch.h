@@ -5,6 +5,7 @@
 // keep_alive_max_attempt. The CLI has validated the layout (CheckLaunchable).
 #pragma once
 #include "elastic/attempt_plan.h"
+#include "elastic/event_sink.h"
 #include "elastic/launch_config.h"
 
 namespace ddprun::launcher {
@@ -12,6 +13,7 @@ namespace ddprun::launcher {
 bool IsMultiNode(const elastic::LaunchConfig& config);
 
 // Returns the launcher's exit code.
-int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec);
+int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec,
+                    elastic::EventSink* events);
 
 }  // namespace ddprun::launcher

@@ -13,6 +13,7 @@
 #include "launcher/cli.h"
 #include "launcher/dry_run.h"
 #include "launcher/elastic_launch.h"
+#include "launcher/event_log_file.h"
 #include "launcher/hosted_store.h"
 #include "launcher/launch_setup.h"
 #include "launcher/local_process_context.h"
@@ -24,6 +25,11 @@ namespace {
 
 using elastic::AgentResult;
 using elastic::LaunchConfig;
+
+std::unique_ptr<JsonLinesEventLog> OpenEventLog(const LaunchConfig& config) {
+  if (!config.event_log) return nullptr;
+  return std::make_unique<JsonLinesEventLog>(*config.event_log, config.GivenAs("event_log"));
+}
 
 elastic::Environment LauncherEnvironment(const LaunchConfig& config) {
   elastic::Environment env = CurrentEnvironment();
@@ -43,14 +49,16 @@ int Launch(const LaunchConfig& config) {
   }
   const elastic::Environment env = LauncherEnvironment(config);
   if (config.dry_run) return RunDryRun(std::cout, config, env);  // before any dir or port
+  const auto events = OpenEventLog(config);
   RunLogDir logs(config, config.rdzv_id);
   const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
-  if (IsElastic(config)) return LaunchElastic(config, spec);
-  if (IsMultiNode(config)) return LaunchMultiNode(config, spec);
+  if (IsElastic(config)) return LaunchElastic(config, spec, events.get());
+  if (IsMultiNode(config)) return LaunchMultiNode(config, spec, events.get());
   asio::io_context io(kOneThread);
   HostedStoreRendezvous rendezvous(io, config);
   LocalProcessContext processes(io);
-  elastic::Agent agent(spec, {config.shutdown_timeout}, rendezvous, processes);
+  elastic::Agent agent(spec, {config.shutdown_timeout}, rendezvous, processes,
+                       {nullptr, nullptr, events.get()});
   const AgentResult result = RunAgentLoop(io, config, agent);
   rendezvous.Shutdown();
   ReportResult(result, config);

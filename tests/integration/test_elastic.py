@@ -108,9 +108,10 @@ class ElasticTest(lib.DdprunTestCase):
         self.release_and_finish([first, second])
 
     def test_lost_node_survivors_continue_without_spending_a_restart(self):
-        host = self.agent(last_call=60)
+        logs = [self.path("events_%d.jsonl" % i) for i in range(3)]
+        host = self.agent(last_call=60, extra=("--event_log=" + logs[0],))
         self.wait_store_listening(host)
-        others = [self.agent(last_call=60) for _ in range(2)]
+        others = [self.agent(last_call=60, extra=("--event_log=" + logs[i],)) for i in (1, 2)]
         # MAX (3) closes the first round at once, whatever the last call.
         first_port, envs = self.wait_round(3)
         self.check_round(envs, nodes=3)
@@ -124,8 +125,22 @@ class ElasticTest(lib.DdprunTestCase):
         self.check_round(envs, nodes=2, restart_count=0)
         print("kill -> workers of the new round started: %.2f s (heartbeat timeout %.1f s)" %
               (resumed, HEARTBEAT_TIMEOUT))
-        self.release_and_finish([host, others[0]])
+        results = self.release_and_finish([host, others[0]])
         self.wait_gone(lib.pids_with_marker(self.marker), 10, "leftover processes")
+        for log, result in zip(logs[:2], results):
+            events = [json.loads(line) for line in lib.read_file(log).splitlines()]
+            names = [e["event"] for e in events]
+            self.assertEqual(names.count("round_formed"), 2, names)
+            self.assertIn("node_lost", names)
+            restarts = [e for e in events if e["event"] == "restart"]
+            self.assertEqual([e["cause"] for e in restarts], ["membership"])
+            formed = [e for e in events if e["event"] == "round_formed"]
+            self.assertEqual([e["group_world_size"] for e in formed], [3, 2])
+            self.assertEqual(events[-1]["event"], "finished")
+            self.assertEqual(events[-1]["state"], "succeeded")
+            self.assertTrue(all(e["restart_count"] == 0 for e in events))
+            # One console line per membership change.
+            self.assertIn("restarting at a new membership (no restart spent)", result.stderr)
 
     def test_new_node_joins_a_running_group_without_spending_a_restart(self):
         host = self.agent()

@@ -131,6 +131,7 @@ const std::map<std::string, std::string> kSamples = {
     {"env_preset", ""},
     {"logs_specs", "mine"},
     {"numa_binding", "node"},
+    {"event_log", "/tmp/ddprun_cli_test_events.jsonl"},
 };
 
 }  // namespace
@@ -722,4 +723,16 @@ TEST_CASE("rdzv_conf values are parsed once, with torchrun's defaults", "[cli]")
              Catch::StartsWith("--rdzv_conf keep_alive_max_attempt=2.5: "));
   CHECK_THAT(ErrorOf({Train()}, {{"PET_RDZV_CONF", "is_host=maybe"}}),
              Catch::StartsWith("PET_RDZV_CONF is_host=maybe: "));
+}
+
+TEST_CASE("option --event_log, else $DDPRUN_EVENT_LOG", "[cli]") {
+  CHECK_FALSE(ConfigWith({}).event_log.has_value());
+  CHECK(ConfigWith({"--event_log=/tmp/e.jsonl"}).event_log == "/tmp/e.jsonl");
+  CHECK(ConfigWith({"--event-log", "/tmp/e.jsonl"}).event_log == "/tmp/e.jsonl");
+  const LaunchConfig from_env = Config({Train()}, {{"DDPRUN_EVENT_LOG", "/tmp/env.jsonl"}});
+  CHECK(from_env.event_log == "/tmp/env.jsonl");
+  CHECK(from_env.GivenAs("event_log") == "DDPRUN_EVENT_LOG");
+  CHECK(Config({"--event_log=/tmp/flag.jsonl", Train()}, {{"DDPRUN_EVENT_LOG", "/tmp/env"}})
+            .event_log == "/tmp/flag.jsonl");
+  CHECK_THAT(ErrorWith({"--event_log="}), Catch::StartsWith("--event_log=: must name a file"));
 }
