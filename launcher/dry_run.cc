@@ -6,6 +6,7 @@
 #include "common/env_names.h"
 #include "elastic/attempt_plan.h"
 #include "elastic/rank_assignment.h"
+#include "launcher/elastic_launch.h"
 #include "launcher/launch_setup.h"
 #include "launcher/master_endpoint.h"
 
@@ -88,6 +89,13 @@ void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
   round.notes.push_back("rdzv_backend " + config.rdzv_backend +
                         ": the rendezvous decides GROUP_RANK (shown as " +
                         std::to_string(round.info.group_rank) + "), MASTER_ADDR and MASTER_PORT");
+  if (IsElastic(config)) {
+    round.notes.push_back(ServesRendezvousStore(config)
+                              ? "this node serves the rendezvous store at " +
+                                    config.rdzv_endpoint + " (a client if the port is taken)"
+                              : "this node is a client of the rendezvous store at " +
+                                    config.rdzv_endpoint);
+  }
 }
 
 PlannedRound PlanRound(const LaunchConfig& config, const elastic::WorkerSpec& spec) {

@@ -97,10 +97,7 @@ rendezvous::StoreConnector Connector(std::string host, int port, milliseconds re
 std::unique_ptr<StoreServerThread> MaybeServeRendezvousStore(const elastic::LaunchConfig& config,
                                                              const HostPort& endpoint) {
   const auto& settings = config.rdzv_settings;
-  const std::vector<std::string> names{Hostname(), Fqdn(), config.local_addr.value_or("")};
-  const bool host = settings.is_host.value_or(
-      NamesThisMachine(endpoint.host, names, InterfaceAddresses()));
-  if (!host) return nullptr;
+  if (!ServesRendezvousStore(config)) return nullptr;
   const int port = endpoint.port.value_or(kDefaultC10dPort);
   const auto linger = std::max(milliseconds{10'000}, settings.HeartbeatTimeout());
   try {
@@ -130,6 +127,13 @@ rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConf
 bool IsElastic(const elastic::LaunchConfig& config) {
   return config.rdzv_backend == "c10d" && !config.standalone &&
          (config.max_nodes > 1 || config.min_nodes != config.max_nodes);
+}
+
+bool ServesRendezvousStore(const elastic::LaunchConfig& config) {
+  const HostPort endpoint = ParseHostPort(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
+  const std::vector<std::string> names{Hostname(), Fqdn(), config.local_addr.value_or("")};
+  return config.rdzv_settings.is_host.value_or(
+      NamesThisMachine(endpoint.host, names, InterfaceAddresses()));
 }
 
 bool NamesThisMachine(const std::string& host, const std::vector<std::string>& names,

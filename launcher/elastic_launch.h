@@ -22,6 +22,10 @@ bool IsElastic(const elastic::LaunchConfig& config);
 bool NamesThisMachine(const std::string& host, const std::vector<std::string>& names,
                       const std::vector<std::string>& local_addresses);
 
+// Whether this node serves the rendezvous store of `config` (is_host, else the endpoint's host
+// names this machine): what the launch will try, and what --dry_run shows.
+bool ServesRendezvousStore(const elastic::LaunchConfig& config);
+
 // Returns the launcher's exit code.
 int LaunchElastic(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec,
                   elastic::EventSink* events);
