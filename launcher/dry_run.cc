@@ -6,7 +6,7 @@
 #include "common/env_names.h"
 #include "elastic/attempt_plan.h"
 #include "elastic/rank_assignment.h"
-#include "launcher/elastic_launch.h"
+#include "launcher/elastic_backend.h"
 #include "launcher/launch_setup.h"
 #include "launcher/master_endpoint.h"
 

@@ -3,6 +3,7 @@
 #include <boost/algorithm/string/join.hpp>
 #include <csignal>
 #include <iostream>
+#include <optional>
 
 #include "common/asio.h"
 #include "common/env_names.h"
@@ -12,19 +13,30 @@
 #include "launcher/agent_loop.h"
 #include "launcher/cli.h"
 #include "launcher/dry_run.h"
-#include "launcher/elastic_launch.h"
 #include "launcher/event_log_file.h"
-#include "launcher/hosted_store.h"
 #include "launcher/launch_setup.h"
 #include "launcher/local_process_context.h"
 #include "launcher/master_endpoint.h"
-#include "launcher/multinode_launch.h"
+#include "launcher/launch_backend.h"
+#include "launcher/thread_runner.h"
 
 namespace ddprun::launcher {
 namespace {
 
 using elastic::AgentResult;
 using elastic::LaunchConfig;
+
+// As torchrun's launcher: a job that finished (succeeded, or failed for good) closes its
+// rendezvous, so that late or waiting nodes stop; an agent stopped by a signal leaves it open
+// for the others to go on without it.
+void CloseRendezvous(rendezvous::RendezvousHandler& rendezvous, const AgentResult& result) {
+  if (result.state == AgentResult::State::kStopped) return;
+  try {
+    rendezvous.SetClosed();
+  } catch (const std::exception& error) {
+    spdlog::warn("could not close the rendezvous: {}", error.what());
+  }
+}
 
 std::unique_ptr<JsonLinesEventLog> OpenEventLog(const LaunchConfig& config) {
   if (!config.event_log) return nullptr;
@@ -52,15 +64,17 @@ int Launch(const LaunchConfig& config) {
   const auto events = OpenEventLog(config);
   RunLogDir logs(config, config.rdzv_id);
   const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
-  if (IsElastic(config)) return LaunchElastic(config, spec, events.get());
-  if (IsMultiNode(config)) return LaunchMultiNode(config, spec, events.get());
   asio::io_context io(kOneThread);
-  HostedStoreRendezvous rendezvous(io, config);
+  const auto backend = MakeBackend(io, config, spec);
   LocalProcessContext processes(io);
-  elastic::Agent agent(spec, {config.shutdown_timeout}, rendezvous, processes,
-                       {nullptr, nullptr, events.get()});
+  std::optional<ThreadRunner> runner;
+  if (backend->blocking) runner.emplace(io);
+  elastic::Agent agent(spec, backend->agent_options, *backend->rendezvous, processes,
+                       {runner ? &*runner : nullptr, backend->monitor.get(), events.get()});
   const AgentResult result = RunAgentLoop(io, config, agent);
-  rendezvous.Shutdown();
+  if (backend->monitor) backend->monitor->Unwatch();
+  CloseRendezvous(*backend->rendezvous, result);
+  backend->rendezvous->Shutdown();
   ReportResult(result, config);
   return result.ExitCode();
 }

@@ -1,8 +1,10 @@
 // ddprun-store: a standalone c10d-compatible store server (`serve`) and a debugging client
-// (`get`, `set`, `add`, ...) for any c10d TCP store, PyTorch's included. Bad command lines
+// (`get`, `set`, `add`, ...) for any c10d TCP store, PyTorch's included, and `rdzv`, a
+// read-only view of a running c10d dynamic rendezvous (tools/rdzv_view.h). Bad command lines
 // print one line on stderr and exit 2; store errors (timeout, connection) exit 1.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -14,6 +16,7 @@
 #include "common/logging.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"
+#include "tools/rdzv_view.h"
 
 namespace ddprun {
 namespace {
@@ -34,17 +37,23 @@ struct ServeFlags {
   rendezvous::ServerOptions options{"::", 29500, {}};
 };
 
-void AddClientFlags(CLI::App& command, ClientFlags& flags) {
-  const auto last_wins = CLI::MultiOptionPolicy::TakeLast;  // a later --timeout overrides
-  command.add_option("--host", flags.host, "store host")->capture_default_str()
-      ->multi_option_policy(last_wins);
-  command.add_option("--port", flags.port, "store port")->capture_default_str()
-      ->check(CLI::Range(0, 65535))->multi_option_policy(last_wins);
+constexpr auto kLastWins = CLI::MultiOptionPolicy::TakeLast;  // a later --timeout overrides
+
+// --timeout, --connect-timeout, --legacy: how to talk to the store, for every client command.
+void AddConnectionFlags(CLI::App& command, ClientFlags& flags) {
   command.add_option("--timeout", flags.timeout_s, "seconds to wait for keys and replies")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->multi_option_policy(last_wins);
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->multi_option_policy(kLastWins);
   command.add_option("--connect-timeout", flags.connect_timeout_s, "seconds to retry connecting")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->multi_option_policy(last_wins);
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->multi_option_policy(kLastWins);
   command.add_flag("--legacy", flags.legacy, "speak PyTorch 1.13's protocol (no handshake)");
+}
+
+void AddClientFlags(CLI::App& command, ClientFlags& flags) {
+  command.add_option("--host", flags.host, "store host")->capture_default_str()
+      ->multi_option_policy(kLastWins);
+  command.add_option("--port", flags.port, "store port")->capture_default_str()
+      ->check(CLI::Range(0, 65535))->multi_option_policy(kLastWins);
+  AddConnectionFlags(command, flags);
   command.add_flag("--raw", flags.raw, "do not add TCPStore's '/' prefix to keys");
 }
 
@@ -150,6 +159,46 @@ struct ClientCommands {
   static int Print(std::int64_t value) { return std::cout << value << "\n", 0; }
 };
 
+// `rdzv`: connects like the other client commands (keys with TCPStore's "/" prefix, as the
+// agents write them), reads the view, prints it.
+struct RdzvCommand {
+  ClientFlags flags;
+  std::string endpoint;
+  std::string run_id;
+  bool json = false;
+
+  static constexpr int kDefaultPort = 29400;  // --rdzv_endpoint's default port, as torchrun
+
+  void AddTo(CLI::App& app) {
+    auto* command = app.add_subcommand(
+        "rdzv", "print a running c10d rendezvous (rounds, members, heartbeats); reads only");
+    command->add_option("--endpoint,--rdzv_endpoint,--rdzv-endpoint", endpoint,
+                        "the rendezvous store, HOST[:PORT] (default port 29400)")
+        ->required()->multi_option_policy(kLastWins);
+    command->add_option("--rdzv_id,--rdzv-id", run_id, "the job's --rdzv_id")
+        ->required()->multi_option_policy(kLastWins);
+    command->add_flag("--json", json, "print one JSON object instead of tables");
+    AddConnectionFlags(*command, flags);
+  }
+
+  int Run() {
+    const HostPort parsed = ParseHostPort(endpoint, "--endpoint");
+    if (parsed.host.empty()) throw UsageError("--endpoint=" + endpoint + ": missing host");
+    if (run_id.empty()) throw UsageError("--rdzv_id must not be empty");
+    flags.host = parsed.host;
+    flags.port = parsed.port.value_or(kDefaultPort);
+    const std::string shown = HostPort{flags.host, flags.port}.ToString();
+    auto store = Connect(flags);
+    const auto view = tools::ReadRdzvView(store, run_id, shown);
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    std::cout << (json ? tools::FormatRdzvJson(view, now.count())
+                       : tools::FormatRdzvTable(view, now.count()))
+              << std::flush;
+    return 0;
+  }
+};
+
 struct Spec {
   const char* name;
   const char* help;
@@ -205,6 +254,8 @@ int Main(int argc, char** argv) {
           ->expected(spec.count < 0 ? -1 : spec.count);
     }
   }
+  RdzvCommand rdzv;
+  rdzv.AddTo(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -213,6 +264,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (serve->parsed()) return Serve(serve_flags);
+  if (app.got_subcommand("rdzv")) return rdzv.Run();
   return client.Run(app.get_subcommands().front()->get_name());
 }
 

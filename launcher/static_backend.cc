@@ -1,18 +1,14 @@
-#include "launcher/multinode_launch.h"
+#include "launcher/static_backend.h"
 
 #include <unistd.h>
 
 #include <memory>
 
 #include "common/logging.h"
-#include "elastic/agent.h"
-#include "launcher/agent_loop.h"
 #include "launcher/join_progress.h"
-#include "launcher/local_process_context.h"
 #include "launcher/master_endpoint.h"
 #include "launcher/node_monitor.h"
 #include "launcher/store_server_thread.h"
-#include "launcher/thread_runner.h"
 #include "rendezvous/static_rendezvous.h"
 #include "rendezvous/tcp_store_client.h"
 
@@ -70,33 +66,26 @@ bool IsMultiNode(const elastic::LaunchConfig& config) {
   return !config.standalone && config.max_nodes > 1;
 }
 
-int LaunchMultiNode(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec,
-                    elastic::EventSink* events) {
+std::unique_ptr<LaunchBackend> MakeStaticBackend(asio::io_context& io,
+                                                 const elastic::LaunchConfig& config,
+                                                 const elastic::WorkerSpec& spec) {
   const elastic::RendezvousSettings& settings = config.rdzv_settings;
-  std::unique_ptr<StoreServerThread> server;
+  auto backend = std::make_unique<LaunchBackend>();
   if (config.node_rank == 0) {
     // Live peers beat every keep_alive_interval, so a connection quiet for the heartbeat timeout
     // belongs to a lost node and is not waited for.
     const auto heartbeat_timeout = settings.HeartbeatTimeout();
     const auto linger = std::max(std::chrono::milliseconds{10'000}, heartbeat_timeout);
-    server = std::make_unique<StoreServerThread>("", config.master_port.value_or(29500), linger,
-                                                 heartbeat_timeout, FreePortHint(config));
+    backend->rendezvous_store = std::make_unique<StoreServerThread>(
+        "", config.master_port.value_or(29500), linger, heartbeat_timeout, FreePortHint(config));
   }
-  asio::io_context io(kOneThread);
-  rendezvous::StaticRendezvous rendezvous(RendezvousOptions(config, spec, settings),
-                                          Connector(config));
-  LocalProcessContext processes(io);
-  NodeMonitor monitor(io, MonitorOptions(config, settings));
-  ThreadRunner runner(io);
-  elastic::AgentOptions options;
-  options.shutdown_timeout = config.shutdown_timeout;
-  options.failure_barrier_timeout = settings.HeartbeatTimeout();
-  elastic::Agent agent(spec, options, rendezvous, processes, {&runner, &monitor, events});
-  const elastic::AgentResult result = RunAgentLoop(io, config, agent);
-  rendezvous.Shutdown();
-  monitor.Unwatch();
-  ReportResult(result, config);
-  return result.ExitCode();
+  backend->rendezvous = std::make_unique<rendezvous::StaticRendezvous>(
+      RendezvousOptions(config, spec, settings), Connector(config));
+  backend->monitor = std::make_unique<NodeMonitor>(io, MonitorOptions(config, settings));
+  backend->blocking = true;
+  backend->agent_options.shutdown_timeout = config.shutdown_timeout;
+  backend->agent_options.failure_barrier_timeout = settings.HeartbeatTimeout();
+  return backend;
 }
 
 }  // namespace ddprun::launcher

@@ -1,4 +1,4 @@
-// An elastic launch (--rdzv_backend=c10d with --nnodes=N>1 or MIN:MAX): the agent joins rounds
+// The elastic backend (--rdzv_backend=c10d with --nnodes=N>1 or MIN:MAX): the agent joins rounds
 // of the dynamic rendezvous at --rdzv_endpoint (default port 29400), serves its round's worker
 // store when it has group rank 0, watches the round (ElasticMonitor), and re-rendezvouses when
 // a node fails, is lost or arrives. The node whose address matches the endpoint's host (or with
@@ -9,9 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "elastic/attempt_plan.h"
-#include "elastic/event_sink.h"
-#include "elastic/launch_config.h"
+#include "launcher/launch_backend.h"
 
 namespace ddprun::launcher {
 
@@ -26,8 +24,8 @@ bool NamesThisMachine(const std::string& host, const std::vector<std::string>& n
 // names this machine): what the launch will try, and what --dry_run shows.
 bool ServesRendezvousStore(const elastic::LaunchConfig& config);
 
-// Returns the launcher's exit code.
-int LaunchElastic(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec,
-                  elastic::EventSink* events);
+std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
+                                                  const elastic::LaunchConfig& config,
+                                                  const elastic::WorkerSpec& spec);
 
 }  // namespace ddprun::launcher

@@ -1,4 +1,4 @@
-#include "launcher/elastic_launch.h"
+#include "launcher/elastic_backend.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -12,13 +12,7 @@
 #include "common/host_port.h"
 #include "common/hostname.h"
 #include "common/logging.h"
-#include "elastic/agent.h"
-#include "launcher/agent_loop.h"
 #include "launcher/elastic_monitor.h"
-#include "launcher/local_process_context.h"
-#include "launcher/store_server_thread.h"
-#include "launcher/thread_runner.h"
-#include "rendezvous/elastic_rendezvous_handler.h"
 #include "rendezvous/tcp_store_client.h"
 
 namespace ddprun::launcher {
@@ -149,43 +143,30 @@ bool NamesThisMachine(const std::string& host, const std::vector<std::string>& n
   return false;
 }
 
-int LaunchElastic(const elastic::LaunchConfig& config, const elastic::WorkerSpec& spec,
-                  elastic::EventSink* events) {
+std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
+                                                  const elastic::LaunchConfig& config,
+                                                  const elastic::WorkerSpec& spec) {
   const auto& settings = config.rdzv_settings;
   const HostPort endpoint = ParseHostPort(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
   const int port = endpoint.port.value_or(kDefaultC10dPort);
-  const auto server = MaybeServeRendezvousStore(config, endpoint);
-  const std::string store_host = server ? "127.0.0.1" : endpoint.host;
-  const auto connect = Connector(store_host, port, settings.read_timeout);
-
-  asio::io_context io(kOneThread);
-  ThreadWorkerStoreHost worker_store;
-  rendezvous::ElasticHandlerOptions handler_options;
-  handler_options.rendezvous = RendezvousOptions(config, spec);
-  handler_options.advertised_addr = handler_options.rendezvous.node.addr;
-  handler_options.read_timeout = settings.read_timeout;
-  rendezvous::ElasticRendezvousHandler rendezvous(handler_options, connect, worker_store);
-  LocalProcessContext processes(io);
-  ElasticMonitor monitor(io, {handler_options.rendezvous,
-                              Connector(store_host, port, settings.HeartbeatTimeout() * 2),
-                              settings.keep_alive_interval, settings.keep_alive_max_attempt});
-  ThreadRunner runner(io);
-  elastic::AgentOptions options;
-  options.shutdown_timeout = config.shutdown_timeout;
-  options.failure_barrier_timeout = settings.HeartbeatTimeout();
-  elastic::Agent agent(spec, options, rendezvous, processes, {&runner, &monitor, events});
-  const elastic::AgentResult result = RunAgentLoop(io, config, agent);
-  monitor.Unwatch();
-  if (result.state != elastic::AgentResult::State::kStopped) {
-    try {
-      rendezvous.SetClosed();  // as torchrun: a finished job closes its rendezvous
-    } catch (const std::exception& error) {
-      spdlog::warn("could not close the rendezvous: {}", error.what());
-    }
-  }
-  rendezvous.Shutdown();
-  ReportResult(result, config);
-  return result.ExitCode();
+  auto backend = std::make_unique<LaunchBackend>();
+  backend->rendezvous_store = MaybeServeRendezvousStore(config, endpoint);
+  const std::string store_host = backend->rendezvous_store ? "127.0.0.1" : endpoint.host;
+  backend->worker_store = std::make_unique<ThreadWorkerStoreHost>();
+  rendezvous::ElasticHandlerOptions handler;
+  handler.rendezvous = RendezvousOptions(config, spec);
+  handler.advertised_addr = handler.rendezvous.node.addr;
+  handler.read_timeout = settings.read_timeout;
+  backend->rendezvous = std::make_unique<rendezvous::ElasticRendezvousHandler>(
+      handler, Connector(store_host, port, settings.read_timeout), *backend->worker_store);
+  backend->monitor = std::make_unique<ElasticMonitor>(
+      io, ElasticMonitorOptions{handler.rendezvous,
+                                Connector(store_host, port, settings.HeartbeatTimeout() * 2),
+                                settings.keep_alive_interval, settings.keep_alive_max_attempt});
+  backend->blocking = true;
+  backend->agent_options.shutdown_timeout = config.shutdown_timeout;
+  backend->agent_options.failure_barrier_timeout = settings.HeartbeatTimeout();
+  return backend;
 }
 
 }  // namespace ddprun::launcher

@@ -1,0 +1,312 @@
+// rendezvous_load: N simulated nodes join ONE round of ddprun's dynamic rendezvous
+// (DynamicRendezvous, min_nodes = max_nodes = N, so the round seals when the N-th node arrives)
+// through one store server at HOST:PORT, and one JSON line reports how long the round took.
+// Driven by bench/rendezvous_bench.py.
+//
+// Every node is what a real agent is: its own TcpStoreClient (one TCP connection) and its own
+// DynamicRendezvous, on its own thread (small stacks, so 4096 of them are cheap). The clients
+// connect first, one after the other; then every thread waits at a start line, and the clock
+// runs from the start to the moment the last node's Join returned. The result is checked: group
+// ranks 0..N-1 each exactly once, the same round and group_world_size N everywhere, global
+// ranks the prefix sums of nproc in group-rank order, world size N * nproc.
+//
+// Every node's store traffic is counted (a counting Store between the rendezvous and its
+// client): "requests_per_node" is the number of requests a Join sent, a get counted as two
+// (WAIT then GET, as PyTorch's client and ours send it), a set as one (it has no reply).
+#include <CLI/CLI.hpp>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <latch>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/tcp_store_client.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ddprun::rendezvous::Bytes;
+using ddprun::rendezvous::Store;
+
+struct Flags {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int nodes = 64;
+  int nproc = 8;
+  std::string run_id = "rendezvous-load";
+  double timeout = 300;  // seconds: join timeout and every store reply
+  int stack_kib = 256;
+};
+
+// Forwards to the node's client and counts what goes over the wire.
+class CountingStore : public Store {
+ public:
+  explicit CountingStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {
+    SetTimeout(inner_->Timeout());
+  }
+
+  void Set(const std::string& key, const Bytes& value) override {
+    ++requests_;
+    inner_->Set(key, value);
+  }
+  Bytes Get(const std::string& key) override {
+    requests_ += 2;  // WAIT + GET
+    return inner_->Get(key);
+  }
+  std::int64_t Add(const std::string& key, std::int64_t delta) override {
+    ++requests_;
+    return inner_->Add(key, delta);
+  }
+  Bytes CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+    ++requests_;
+    return inner_->CompareSet(key, expected, desired);
+  }
+  bool Check(const std::vector<std::string>& keys) override {
+    ++requests_;
+    return inner_->Check(keys);
+  }
+  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    ++requests_;
+    ++waits_;
+    inner_->Wait(keys, timeout);
+  }
+  using Store::Wait;
+  bool DeleteKey(const std::string& key) override {
+    ++requests_;
+    return inner_->DeleteKey(key);
+  }
+  std::int64_t NumKeys() override {
+    ++requests_;
+    return inner_->NumKeys();
+  }
+  void Interrupt() override { inner_->Interrupt(); }
+  std::vector<Bytes> MultiGet(const std::vector<std::string>& keys) override {
+    ++requests_;
+    return inner_->MultiGet(keys);
+  }
+  void MultiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override {
+    ++requests_;
+    inner_->MultiSet(keys, values);
+  }
+  void Append(const std::string& key, const Bytes& value) override {
+    ++requests_;
+    inner_->Append(key, value);
+  }
+
+  int Requests() const { return requests_; }
+  int Waits() const { return waits_; }
+
+ private:
+  std::shared_ptr<Store> inner_;
+  int requests_ = 0;  // only the node's own thread touches these
+  int waits_ = 0;
+};
+
+// One simulated node: its connection, its rendezvous, and what its Join returned.
+struct Node {
+  int index = 0;
+  std::shared_ptr<CountingStore> store;
+  std::unique_ptr<ddprun::rendezvous::DynamicRendezvous> rendezvous;
+  std::optional<ddprun::rendezvous::FormedRound> formed;
+  std::string error;
+  Clock::time_point done;
+  // Shared with every node.
+  std::latch* ready = nullptr;
+  std::atomic<bool>* go = nullptr;
+};
+
+void* RunNode(void* argument) {
+  Node& node = *static_cast<Node*>(argument);
+  node.ready->count_down();
+  node.go->wait(false);
+  try {
+    node.formed = node.rendezvous->Join(std::nullopt);
+  } catch (const std::exception& error) {
+    node.error = error.what();
+  }
+  node.done = Clock::now();
+  return nullptr;
+}
+
+// Sockets for every node plus slack; the soft limit goes up to the hard one at most.
+void RaiseFileLimit(int nodes) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = static_cast<rlim_t>(nodes) + 256;
+  if (limit.rlim_cur >= wanted) return;
+  limit.rlim_cur = std::min(wanted, limit.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+// The checks of the formed round; returns "" when it is consistent, else the first problem.
+std::string Verify(const std::vector<std::unique_ptr<Node>>& nodes, const Flags& flags) {
+  const int n = flags.nodes;
+  std::vector<const ddprun::rendezvous::FormedRound*> by_rank(static_cast<std::size_t>(n));
+  for (const auto& node : nodes) {
+    if (!node->formed) return "node " + std::to_string(node->index) + ": " + node->error;
+    const auto& formed = *node->formed;
+    if (formed.group_rank < 0 || formed.group_rank >= n) {
+      return "group rank " + std::to_string(formed.group_rank) + " out of range";
+    }
+    auto& slot = by_rank[static_cast<std::size_t>(formed.group_rank)];
+    if (slot != nullptr) return "group rank " + std::to_string(formed.group_rank) + " twice";
+    slot = &formed;
+    if (formed.group_world_size != n) {
+      return "group_world_size " + std::to_string(formed.group_world_size);
+    }
+    if (formed.global_world_size != n * flags.nproc) {
+      return "global_world_size " + std::to_string(formed.global_world_size);
+    }
+    if (formed.round != nodes.front()->formed->round) return "two different rounds";
+  }
+  int base = 0;  // global ranks: prefix sums of nproc in group-rank order
+  for (int rank = 0; rank < n; ++rank) {
+    const auto& formed = *by_rank[static_cast<std::size_t>(rank)];
+    if (formed.base_global_rank != base) {
+      return "group rank " + std::to_string(rank) + " has base global rank " +
+             std::to_string(formed.base_global_rank) + ", expected " + std::to_string(base);
+    }
+    base += flags.nproc;
+  }
+  return "";
+}
+
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+int Run(const Flags& flags) {
+  RaiseFileLimit(flags.nodes);
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(flags.timeout * 1000));
+  std::latch ready(flags.nodes);
+  std::atomic<bool> go{false};
+
+  const auto connect_began = Clock::now();
+  std::vector<std::unique_ptr<Node>> nodes;
+  nodes.reserve(static_cast<std::size_t>(flags.nodes));
+  for (int i = 0; i < flags.nodes; ++i) {
+    ddprun::rendezvous::ClientOptions client;
+    client.host = flags.host;
+    client.port = flags.port;
+    client.timeout = timeout;
+    client.connect_timeout = std::chrono::milliseconds(60'000);
+    auto node = std::make_unique<Node>();
+    node->index = i;
+    node->store = std::make_shared<CountingStore>(
+        std::make_shared<ddprun::rendezvous::TcpStoreClient>(client));
+    ddprun::rendezvous::DynamicRendezvousOptions options;
+    options.run_id = flags.run_id;
+    options.min_nodes = flags.nodes;
+    options.max_nodes = flags.nodes;
+    options.node = {"node" + std::to_string(i), "127.0.0.1", static_cast<int>(::getpid()),
+                    flags.nproc};
+    options.join_timeout = timeout;
+    node->rendezvous =
+        std::make_unique<ddprun::rendezvous::DynamicRendezvous>(options, node->store);
+    node->ready = &ready;
+    node->go = &go;
+    nodes.push_back(std::move(node));
+  }
+  const double connect_seconds =
+      std::chrono::duration<double>(Clock::now() - connect_began).count();
+
+  pthread_attr_t attributes;
+  ::pthread_attr_init(&attributes);
+  ::pthread_attr_setstacksize(&attributes, static_cast<std::size_t>(flags.stack_kib) * 1024);
+  std::vector<pthread_t> threads;
+  threads.reserve(nodes.size());
+  for (auto& node : nodes) {
+    pthread_t thread;
+    const int rc = ::pthread_create(&thread, &attributes, RunNode, node.get());
+    if (rc != 0) {
+      // The started threads wait at the start line forever: exit without joining them.
+      std::fprintf(stderr, "rendezvous_load: pthread_create for node %d: %s\n", node->index,
+                   std::strerror(rc));
+      std::fflush(stderr);
+      ::_exit(1);
+    }
+    threads.push_back(thread);
+  }
+  ::pthread_attr_destroy(&attributes);
+  ready.wait();  // every node connected and at the start line
+  const auto began = Clock::now();
+  go = true;
+  go.notify_all();
+  for (const pthread_t thread : threads) ::pthread_join(thread, nullptr);
+
+  Clock::time_point last = began;
+  std::vector<double> join_seconds;
+  std::vector<int> requests;
+  int failed = 0;
+  std::string first_error;
+  for (const auto& node : nodes) {
+    last = std::max(last, node->done);
+    join_seconds.push_back(std::chrono::duration<double>(node->done - began).count());
+    requests.push_back(node->store->Requests());
+    if (!node->error.empty()) {
+      ++failed;
+      if (first_error.empty()) first_error = node->error;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(last - began).count();
+  const std::string problem = Verify(nodes, flags);
+  std::sort(join_seconds.begin(), join_seconds.end());
+  std::sort(requests.begin(), requests.end());
+  const long total_requests = std::accumulate(requests.begin(), requests.end(), 0L);
+  std::printf("{\"nodes\": %d, \"nproc\": %d, \"seconds\": %.4f, \"ok\": %s, "
+              "\"connect_seconds\": %.3f, \"join_p50_s\": %.4f, \"first_join_s\": %.4f, "
+              "\"requests_per_node\": {\"min\": %d, \"median\": %d, \"max\": %d}, "
+              "\"requests_total\": %ld, \"failed\": %d, \"error\": %s}\n",
+              flags.nodes, flags.nproc, seconds, problem.empty() ? "true" : "false",
+              connect_seconds, join_seconds[join_seconds.size() / 2], join_seconds.front(),
+              requests.front(), requests[requests.size() / 2], requests.back(), total_requests,
+              failed, JsonString(problem.empty() ? first_error : problem).c_str());
+  std::fflush(stdout);
+  return problem.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{"rendezvous_load: N simulated nodes join one dynamic rendezvous round"};
+  app.add_option("--host", flags.host, "address of the store");
+  app.add_option("--port", flags.port)->required();
+  app.add_option("--nodes", flags.nodes, "nodes (min = max)")->check(CLI::Range(1, 65536));
+  app.add_option("--nproc", flags.nproc, "workers per node")->check(CLI::Range(1, 1024));
+  app.add_option("--run-id", flags.run_id);
+  app.add_option("--timeout", flags.timeout, "seconds: join timeout and store reply timeout")
+      ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--stack-kib", flags.stack_kib, "stack size of each node's thread")
+      ->check(CLI::Range(64, 65536));
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return Run(flags);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "rendezvous_load: %s\n", error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,32 @@
+// One launch path: every backend (one node with --standalone or not, static across nodes, c10d
+// elastic; later etcd) is a RendezvousHandler plus what it needs around it, built by
+// MakeBackend and driven the same way by run.cc (agent, event loop, report, exit code).
+#pragma once
+#include <memory>
+
+#include "common/asio.h"
+#include "elastic/agent.h"
+#include "elastic/launch_config.h"
+#include "elastic/peer_monitor.h"
+#include "launcher/store_server_thread.h"
+#include "rendezvous/elastic_rendezvous_handler.h"
+#include "rendezvous/rendezvous_handler.h"
+
+namespace ddprun::launcher {
+
+// Members are destroyed bottom-up: the monitor first, the rendezvous store this node serves
+// last (it lingers until its clients are gone).
+struct LaunchBackend {
+  std::unique_ptr<StoreServerThread> rendezvous_store;        // served here, or null
+  std::unique_ptr<rendezvous::WorkerStoreHost> worker_store;  // elastic rounds' worker store
+  std::unique_ptr<rendezvous::RendezvousHandler> rendezvous;
+  std::unique_ptr<elastic::PeerMonitor> monitor;  // null: no other node to watch
+  bool blocking = false;  // joins wait for other nodes: they run on a ThreadRunner
+  elastic::AgentOptions agent_options;
+};
+
+// Throws UsageError for what the launch cannot set up (a store port in use, ...).
+std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io, const elastic::LaunchConfig& config,
+                                           const elastic::WorkerSpec& spec);
+
+}  // namespace ddprun::launcher

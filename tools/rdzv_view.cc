@@ -1,0 +1,351 @@
+#include "tools/rdzv_view.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/store.h"
+
+namespace ddprun::tools {
+namespace {
+
+using Json = nlohmann::ordered_json;  // output keys in the order written
+
+// Rounds walked past the hint at most (a hint lags by one round at most; this only bounds a
+// store that is not what it seems).
+constexpr int kMaxRoundsAhead = 1000;
+
+Json ParseObject(const std::string& text, const char* what) {
+  try {
+    Json json = Json::parse(text);
+    if (!json.is_object()) throw std::invalid_argument(std::string(what) + " is not a JSON object");
+    return json;
+  } catch (const Json::exception& error) {
+    throw std::invalid_argument(std::string("malformed ") + what + ": " + error.what());
+  }
+}
+
+template <typename T>
+T Field(const Json& json, const char* name, const char* what) {
+  try {
+    return json.at(name).get<T>();
+  } catch (const Json::exception&) {
+    throw std::invalid_argument(std::string(what) + " has no valid \"" + name + "\"");
+  }
+}
+
+// CHECK and GET only: GET (WAIT + GET) on a key that exists returns at once.
+class Reader {
+ public:
+  Reader(rendezvous::Store& store, const std::string& run_id) : store_(store), keys_{run_id} {}
+
+  const RdzvKeys& Keys() const { return keys_; }
+  bool Exists(const std::string& key) { return store_.Check({key}); }
+  std::optional<std::string> Read(const std::string& key) {
+    if (!Exists(key)) return std::nullopt;
+    return store_.GetString(key);
+  }
+
+  // Decodes a value read from `key`, naming the key when it is malformed.
+  template <typename Fn>
+  auto Decode(const std::string& key, const std::string& text, Fn decode) {
+    try {
+      return decode(text);
+    } catch (const std::invalid_argument& error) {
+      throw std::runtime_error("key '" + key + "': " + error.what());
+    }
+  }
+  template <typename Fn>
+  auto ReadDecoded(const std::string& key, Fn decode)
+      -> std::optional<decltype(decode(std::string()))> {
+    const auto text = Read(key);
+    if (!text) return std::nullopt;
+    return Decode(key, *text, decode);
+  }
+
+ private:
+  rendezvous::Store& store_;
+  RdzvKeys keys_;
+};
+
+RdzvFormedRound ReadFormed(Reader& reader, int round, const RdzvSealed& sealed) {
+  const RdzvKeys& keys = reader.Keys();
+  RdzvFormedRound formed;
+  formed.round = round;
+  formed.sealed = sealed;
+  formed.master = reader.Read(keys.Round(round, "master"));
+  formed.change = reader.ReadDecoded(keys.Round(round, "change"), ParseRdzvChange);
+  for (int rank = 0; rank < sealed.nodes; ++rank) {
+    const std::string r = std::to_string(rank);
+    RdzvMember member;
+    member.group_rank = rank;
+    member.node = reader.ReadDecoded(keys.Round(round, "node/" + std::to_string(rank + 1)),
+                                     ParseRdzvNode);
+    member.heartbeats = reader.ReadDecoded(keys.Round(round, "hb/" + r), ParseRdzvInteger);
+    member.heartbeat_at_ms = reader.ReadDecoded(keys.Round(round, "hb_at/" + r), ParseRdzvInteger);
+    member.gone_by = reader.Read(keys.Round(round, "gone/" + r));
+    formed.members.push_back(std::move(member));
+  }
+  return formed;
+}
+
+RdzvFormingRound ReadForming(Reader& reader, int round, std::int64_t seq) {
+  const RdzvKeys& keys = reader.Keys();
+  const rendezvous::SeqValue value{seq};
+  RdzvFormingRound forming;
+  forming.round = round;
+  forming.seq = seq;
+  forming.arrivals = value.Arrivals();
+  forming.workers = value.Workers();
+  forming.seals = value.Seals();
+  forming.min_reached = reader.Exists(keys.Round(round, "min"));
+  for (int ticket = 1; ticket <= forming.arrivals; ++ticket) {
+    forming.nodes.push_back(
+        {ticket, reader.ReadDecoded(keys.Round(round, "node/" + std::to_string(ticket)),
+                                    ParseRdzvNode)});
+  }
+  return forming;
+}
+
+std::string Text(const std::optional<std::string>& value) { return value ? *value : "-"; }
+
+std::string Number(const std::optional<std::int64_t>& value) {
+  return value ? std::to_string(*value) : "-";
+}
+
+std::string AgeText(const std::optional<std::int64_t>& at_ms, std::int64_t now_ms) {
+  if (!at_ms) return "-";
+  char text[48];
+  std::snprintf(text, sizeof text, "%.1f s ago", HeartbeatAgeSeconds(*at_ms, now_ms));
+  return text;
+}
+
+// Columns padded to their widest cell, two spaces apart, each line indented by two spaces.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line = " ";
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += " " + row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 1, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::vector<std::string> NodeCells(const std::optional<RdzvNode>& node) {
+  if (!node) return {"-", "-", "-", "-"};
+  return {node->host, node->addr, std::to_string(node->pid), std::to_string(node->nproc)};
+}
+
+Json NodeJson(const std::optional<RdzvNode>& node) {
+  if (!node) return {{"host", nullptr}, {"addr", nullptr}, {"pid", nullptr}, {"nproc", nullptr}};
+  return {{"host", node->host}, {"addr", node->addr}, {"pid", node->pid}, {"nproc", node->nproc}};
+}
+
+template <typename T>
+Json Nullable(const std::optional<T>& value) {
+  return value ? Json(*value) : Json(nullptr);
+}
+
+std::string Plural(std::int64_t count, const char* noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
+}  // namespace
+
+std::int64_t ParseRdzvInteger(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const long long value = std::stoll(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("not an integer: '" + text + "'");
+}
+
+RdzvNode ParseRdzvNode(const std::string& text) {
+  const Json json = ParseObject(text, "node descriptor");
+  return {Field<std::string>(json, "host", "node descriptor"),
+          Field<std::string>(json, "addr", "node descriptor"),
+          Field<std::int64_t>(json, "pid", "node descriptor"),
+          Field<std::int64_t>(json, "nproc", "node descriptor")};
+}
+
+RdzvChange ParseRdzvChange(const std::string& text) {
+  const Json json = ParseObject(text, "round change");
+  return {Field<std::string>(json, "kind", "round change"),
+          Field<std::int64_t>(json, "group_rank", "round change"),
+          Field<std::string>(json, "host", "round change"),
+          Field<std::string>(json, "detail", "round change")};
+}
+
+RdzvSealed ParseRdzvSealed(const std::string& text) {
+  const Json json = ParseObject(text, "sealed round");
+  RdzvSealed sealed{Field<std::int64_t>(json, "nodes", "sealed round"),
+                    Field<std::int64_t>(json, "world", "sealed round"),
+                    Field<std::int64_t>(json, "restarts", "sealed round")};
+  if (sealed.nodes < 0 || sealed.nodes > (1 << 20)) {
+    throw std::invalid_argument("sealed round has " + std::to_string(sealed.nodes) + " nodes");
+  }
+  return sealed;
+}
+
+RdzvView ReadRdzvView(rendezvous::Store& store, const std::string& run_id,
+                      const std::string& endpoint) {
+  Reader reader(store, run_id);
+  const RdzvKeys& keys = reader.Keys();
+  RdzvView view;
+  view.run_id = run_id;
+  view.endpoint = endpoint;
+  view.closed = reader.Exists(keys.Closed());
+  const auto hint = reader.ReadDecoded(keys.Hint(), ParseRdzvInteger);
+  if (hint && (*hint < 0 || *hint > 1'000'000'000)) {
+    throw std::runtime_error("key '" + keys.Hint() + "': no round " + std::to_string(*hint));
+  }
+  if (hint) view.round_hint = static_cast<int>(*hint);
+  if (!hint && !reader.Exists(keys.Round(0, "seq"))) {
+    throw std::runtime_error("no rendezvous '" + run_id + "' in the store at " + endpoint +
+                             " (no key " + keys.Hint() + ")");
+  }
+  // The hint is written by a round's first arrival just after its ADD: it may lag one round.
+  int newest = view.round_hint.value_or(0);
+  for (int ahead = 0; ahead < kMaxRoundsAhead && reader.Exists(keys.Round(newest + 1, "seq"));
+       ++ahead) {
+    ++newest;
+  }
+  for (int round = newest; round >= 0; --round) {
+    const std::string key = keys.Round(round, "sealed");
+    if (const auto sealed = reader.ReadDecoded(key, ParseRdzvSealed)) {
+      view.formed = ReadFormed(reader, round, *sealed);
+      break;
+    }
+  }
+  const int next = view.formed ? view.formed->round + 1 : 0;
+  if (const auto seq = reader.ReadDecoded(keys.Round(next, "seq"), ParseRdzvInteger)) {
+    view.forming = ReadForming(reader, next, *seq);
+  }
+  return view;
+}
+
+double HeartbeatAgeSeconds(std::int64_t at_ms, std::int64_t now_ms) {
+  return static_cast<double>(now_ms - at_ms) / 1000.0;
+}
+
+std::string FormatRdzvTable(const RdzvView& view, std::int64_t now_ms) {
+  std::string out;
+  out += "rendezvous " + view.run_id + " at " + view.endpoint + "\n";
+  out += "  closed: " + std::string(view.closed ? "yes" : "no") + "\n";
+  out += "  newest round opened: " +
+         (view.round_hint ? std::to_string(*view.round_hint) : std::string("-")) + "\n";
+  if (const auto& formed = view.formed) {
+    out += "\nround " + std::to_string(formed->round) + ": formed\n";
+    out += "  nodes: " + std::to_string(formed->sealed.nodes) +
+           "  world size: " + std::to_string(formed->sealed.world) +
+           "  restart count: " + std::to_string(formed->sealed.restarts) +
+           "  worker store: " + Text(formed->master) + "\n";
+    if (const auto& change = formed->change) {
+      out += "  change: " + change->kind;
+      if (change->group_rank >= 0) out += " (group rank " + std::to_string(change->group_rank);
+      else out += " (newcomer";
+      out += ", host " + change->host + "): " + change->detail + "\n";
+    } else {
+      out += "  change: none\n";
+    }
+    std::vector<std::vector<std::string>> rows{
+        {"RANK", "HOST", "ADDR", "PID", "NPROC", "HEARTBEATS", "LAST HEARTBEAT", "GONE"}};
+    for (const auto& member : formed->members) {
+      std::vector<std::string> row{std::to_string(member.group_rank)};
+      for (auto& cell : NodeCells(member.node)) row.push_back(std::move(cell));
+      row.push_back(Number(member.heartbeats));
+      row.push_back(AgeText(member.heartbeat_at_ms, now_ms));
+      row.push_back(member.gone_by ? "yes (by " + *member.gone_by + ")" : "no");
+      rows.push_back(std::move(row));
+    }
+    out += Table(rows);
+  } else {
+    out += "\nno round formed yet\n";
+  }
+  if (const auto& forming = view.forming) {
+    out += "\nround " + std::to_string(forming->round) + ": " +
+           (forming->seals > 0 ? "sealing" : "forming") + ", " +
+           Plural(forming->arrivals, "node") + " arrived (" + Plural(forming->workers, "worker") +
+           ")" + (forming->min_reached && forming->seals == 0 ? ", minimum reached" : "") + "\n";
+    if (!forming->nodes.empty()) {
+      std::vector<std::vector<std::string>> rows{{"TICKET", "HOST", "ADDR", "PID", "NPROC"}};
+      for (const auto& arrival : forming->nodes) {
+        std::vector<std::string> row{std::to_string(arrival.ticket)};
+        for (auto& cell : NodeCells(arrival.node)) row.push_back(std::move(cell));
+        rows.push_back(std::move(row));
+      }
+      out += Table(rows);
+    }
+  } else if (view.formed) {
+    out += "\nround " + std::to_string(view.formed->round + 1) + ": no node waiting\n";
+  }
+  return out;
+}
+
+std::string FormatRdzvJson(const RdzvView& view, std::int64_t now_ms) {
+  Json json{{"run_id", view.run_id},
+            {"endpoint", view.endpoint},
+            {"closed", view.closed},
+            {"round_hint", Nullable(view.round_hint)},
+            {"formed", nullptr},
+            {"forming", nullptr}};
+  if (const auto& formed = view.formed) {
+    Json members = Json::array();
+    for (const auto& member : formed->members) {
+      Json entry{{"group_rank", member.group_rank}};
+      entry.update(NodeJson(member.node));
+      entry["heartbeats"] = Nullable(member.heartbeats);
+      entry["heartbeat_at_ms"] = Nullable(member.heartbeat_at_ms);
+      entry["heartbeat_age_s"] =
+          member.heartbeat_at_ms ? Json(HeartbeatAgeSeconds(*member.heartbeat_at_ms, now_ms))
+                                 : Json(nullptr);
+      entry["gone"] = member.gone_by.has_value();
+      entry["gone_by"] = Nullable(member.gone_by);
+      members.push_back(std::move(entry));
+    }
+    Json change = nullptr;
+    if (formed->change) {
+      change = {{"kind", formed->change->kind},
+                {"group_rank", formed->change->group_rank},
+                {"host", formed->change->host},
+                {"detail", formed->change->detail}};
+    }
+    json["formed"] = {{"round", formed->round},
+                      {"nodes", formed->sealed.nodes},
+                      {"world_size", formed->sealed.world},
+                      {"restart_count", formed->sealed.restarts},
+                      {"master", Nullable(formed->master)},
+                      {"change", change},
+                      {"members", members}};
+  }
+  if (const auto& forming = view.forming) {
+    Json nodes = Json::array();
+    for (const auto& arrival : forming->nodes) {
+      Json entry{{"ticket", arrival.ticket}, {"group_rank", arrival.ticket - 1}};
+      entry.update(NodeJson(arrival.node));
+      nodes.push_back(std::move(entry));
+    }
+    json["forming"] = {{"round", forming->round},
+                       {"seq", forming->seq},
+                       {"arrivals", forming->arrivals},
+                       {"workers", forming->workers},
+                       {"seals", forming->seals},
+                       {"min_reached", forming->min_reached},
+                       {"nodes", nodes}};
+  }
+  return json.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace ddprun::tools
