@@ -92,6 +92,13 @@ void Agent::OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception
     return;
   }
   TakeRound(round->info, round->peers);
+  if (Elastic() && restart_count_ > spec_.max_restarts) {
+    // The round says a failure spent the job's last restart: every member ends here.
+    spdlog::error("[{}] the job's {} restart(s) are spent; stopping", spec_.role,
+                  spec_.max_restarts);
+    FinishFailed();
+    return;
+  }
   StartWorkers();
 }
 
@@ -124,7 +131,7 @@ void Agent::StartWorkers() {
   attempt_ =
       PlanAttempt(spec_, MakeGroupEnv(spec_, info_, ranks_, restart_count_, rendezvous_.RunId()));
   failures_.clear();
-  failure_nodes_.clear();
+  failure_origins_.clear();
   live_workers_ = static_cast<int>(attempt_.workers.size());
   state_ = State::kHealthy;
   spdlog::info("[{}] starting {} workers (attempt {})", spec_.role, live_workers_, restart_count_);
@@ -145,7 +152,7 @@ void Agent::OnWorkerExit(const WorkerExit& exit) {
                          {"expected", state_ != State::kHealthy}});
   if (!exit.status.Success()) {
     failures_.push_back(MakeFailure(exit, worker.global_rank, worker.error_file));
-    failure_nodes_.push_back(info_.group_rank);
+    failure_origins_.push_back({info_.group_rank, spec_.hostname, true});
     if (state_ == State::kHealthy) {
       spdlog::error("failed (exitcode: {}) local_rank: {} (pid: {}) of binary: {}",
                     exit.status.TorchrunCode(), exit.local_rank, exit.pid, worker.argv.front());
@@ -163,7 +170,7 @@ void Agent::OnLocalFailure(const ProcessFailure& failure) {
 
 void Agent::StopAfterFailure() {
   state_ = State::kStoppingAfterFailure;
-  cancel_->store(true);
+  CancelBarrier();
   Unwatch();
   StopGroup(SIGTERM, options_.shutdown_timeout);
 }
@@ -208,11 +215,20 @@ void Agent::OnGroupStopped() {
     Finish(LostResult());
     return;
   }
+  if (Elastic()) {
+    // The next round decides whether the failure spends a restart (not when a node was lost)
+    // and whether any is left (OnRendezvousDone).
+    spdlog::warn("[{}] Worker group FAILED; rejoining the rendezvous (restart count {} of {})",
+                 spec_.role, restart_count_, spec_.max_restarts);
+    Emit("restart", {{"cause", "failure"}});
+    StartAttempt();
+    return;
+  }
   const int attempts_left = spec_.max_restarts - restart_count_;
   if (attempts_left > 0) {
     spdlog::warn("[{}] Worker group FAILED. {}/{} attempts left; will restart worker group",
                  spec_.role, attempts_left, spec_.max_restarts);
-    if (!Elastic()) ++restart_count_;  // elastic: the next round carries the job-wide count
+    ++restart_count_;
     Emit("restart", {{"cause", "failure"}});
     StartAttempt();
     return;
@@ -251,7 +267,7 @@ void Agent::HandleSignal(int signal) {
       return;
     case State::kExitBarrier:
     case State::kFailureBarrier:
-      cancel_->store(true);
+      CancelBarrier();
       Unwatch();
       Finish(Stopped(signal));
       return;

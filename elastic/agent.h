@@ -23,6 +23,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -140,9 +141,25 @@ class Agent {
   RankAssignment ranks_;
   AttemptLaunch attempt_;
   std::vector<ProcessFailure> failures_;
-  std::vector<int> failure_nodes_;  // node rank of each entry of failures_
+  struct FailureOrigin {
+    int node = 0;  // group rank in the round it failed in
+    std::string host;
+    bool local = false;
+  };
+  std::vector<FailureOrigin> failure_origins_;  // one per entry of failures_
   std::optional<std::pair<int, std::string>> lost_;  // node rank, reason
-  std::shared_ptr<std::atomic<bool>> cancel_ = std::make_shared<std::atomic<bool>>(false);
+  // The running barrier's own store connection, interrupted to cancel it at once.
+  struct Barrier {
+    std::mutex mutex;
+    std::shared_ptr<rendezvous::Store> store;
+    bool cancelled = false;
+    void Cancel();
+    bool Cancelled();
+    // False when the barrier was cancelled before it could start.
+    bool Attach(std::shared_ptr<rendezvous::Store> own);
+  };
+  void CancelBarrier() { barrier_->Cancel(); }
+  std::shared_ptr<Barrier> barrier_ = std::make_shared<Barrier>();
   bool watching_ = false;
 };
 

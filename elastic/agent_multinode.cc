@@ -32,10 +32,7 @@ void Agent::HandleRemoteFailure(const NodeFailure& record) {
                 "this node", spec_.role, record.node_rank, record.host, record.failure.global_rank,
                 record.failure.status.TorchrunCode());
   failures_.push_back(record.failure);
-  failure_nodes_.push_back(record.node_rank);
-  if (record.node_rank < static_cast<int>(peers_.size())) {
-    peers_[record.node_rank].host = record.host;
-  }
+  failure_origins_.push_back({record.node_rank, record.host, false});
   StopAfterFailure();
 }
 
@@ -49,7 +46,7 @@ void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
       StopForChange(what);
     } else {  // this node's workers succeeded: the barrier no longer waits for the lost one
       spdlog::warn("[{}] {}; leaving the exit barrier", spec_.role, what);
-      cancel_->store(true);
+      CancelBarrier();
     }
     return;
   }
@@ -57,7 +54,7 @@ void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
                 node_rank, reason);
   lost_ = std::make_pair(node_rank, reason);
   if (state_ == State::kExitBarrier) {
-    cancel_->store(true);  // the barrier's outcome decides (see OnAllSucceeded)
+    CancelBarrier();  // the barrier's outcome decides (see OnAllSucceeded)
     return;
   }
   StopAfterFailure();
@@ -72,7 +69,7 @@ void Agent::HandleMembershipChange(const std::string& reason) {
 void Agent::StopForChange(const std::string& reason) {
   spdlog::warn("[{}] {}; restarting at a new membership (no restart spent)", spec_.role, reason);
   state_ = State::kStoppingForChange;
-  cancel_->store(true);
+  CancelBarrier();
   Unwatch();
   StopGroup(SIGTERM, options_.shutdown_timeout);
 }
@@ -85,10 +82,11 @@ void Agent::FinishFailed() {
     return;
   }
   if (!failures_.empty()) {
-    const int node = failure_nodes_[RootCauseIndex(failures_)];
+    const FailureOrigin& origin = failure_origins_[RootCauseIndex(failures_)];
+    const int node = origin.node;
     result.root_cause_node = node;
-    result.root_cause_host = HostOf(node);
-    if (node != info_.group_rank) {
+    result.root_cause_host = origin.host;
+    if (!origin.local) {
       result.note = "the root cause is on node " + std::to_string(node) + " (host " +
                     result.root_cause_host + "); stopped the workers of node " +
                     std::to_string(info_.group_rank);
@@ -126,23 +124,47 @@ void Agent::Publish(const NodeFailure& record, bool leaving) {
       });
 }
 
+void Agent::Barrier::Cancel() {
+  std::lock_guard lock(mutex);
+  cancelled = true;
+  if (store) store->Interrupt();
+}
+
+bool Agent::Barrier::Cancelled() {
+  std::lock_guard lock(mutex);
+  return cancelled;
+}
+
+bool Agent::Barrier::Attach(std::shared_ptr<rendezvous::Store> own) {
+  std::lock_guard lock(mutex);
+  store = std::move(own);
+  return !cancelled;
+}
+
+// With the round's own-connection opener, the barrier waits on a connection of its own that
+// Cancel() interrupts: a lost node, a remote failure or a signal ends the wait at once.
 void Agent::RunBarrier(const std::string& name, std::chrono::milliseconds timeout,
                        std::function<void(bool completed)> then) {
-  cancel_ = std::make_shared<std::atomic<bool>>(false);
-  rendezvous::Store* store = info_.store;
+  barrier_ = std::make_shared<Barrier>();
+  rendezvous::Store* shared = info_.store;
+  const auto open = info_.open_round_store;
   const int world = info_.group_world_size;
-  auto cancel = cancel_;
+  auto barrier = barrier_;
   auto completed = std::make_shared<bool>(false);
-  runner_.Run([store, name, world, timeout, cancel,
-               completed] { *completed = ExitBarrier(*store, name, world, timeout, *cancel); },
-              [then = std::move(then), completed, timeout](std::exception_ptr error) {
-                const bool done = !error && *completed;
-                if (!done) {
-                  spdlog::warn("Error waiting on exit barrier (timeout {} s); going on",
-                               timeout.count() / 1000);
-                }
-                then(done);
-              });
+  runner_.Run(
+      [shared, open, name, world, timeout, barrier, completed] {
+        std::shared_ptr<rendezvous::Store> own = open ? open() : nullptr;
+        if (!barrier->Attach(own)) return;
+        *completed = ExitBarrier(own ? *own : *shared, name, world, timeout);
+      },
+      [then = std::move(then), completed, barrier, timeout](std::exception_ptr error) {
+        const bool done = !error && *completed;
+        if (!done && !barrier->Cancelled()) {
+          spdlog::warn("Error waiting on exit barrier (timeout {} s); going on",
+                       timeout.count() / 1000);
+        }
+        then(done);
+      });
 }
 
 AgentResult Agent::LostResult() const {

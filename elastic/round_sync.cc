@@ -6,7 +6,6 @@
 namespace ddprun::elastic {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 std::string RoleInfoKey(int group_rank) {
   return "torchelastic/role_info/" + std::to_string(group_rank);
@@ -64,23 +63,17 @@ void PublishFailure(rendezvous::Store& store, const NodeFailure& record, int gro
 }
 
 bool ExitBarrier(rendezvous::Store& store, const std::string& name, int world_size,
-                 std::chrono::milliseconds timeout, const std::atomic<bool>& cancel) {
+                 std::chrono::milliseconds timeout) {
   if (store.Add(name + "/num_members", 1) >= world_size) {
     store.SetString(name + "/last_member", "1");
     return true;  // the last one to arrive need not wait
   }
-  const auto deadline = Clock::now() + timeout;
-  const std::string last = name + "/last_member";
-  while (!cancel) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
-    try {
-      store.Wait({last}, std::min(left, std::chrono::milliseconds{1000}));
-      return true;
-    } catch (const rendezvous::StoreTimeout&) {
-    }
+  try {
+    store.Wait({name + "/last_member"}, timeout);
+    return true;
+  } catch (const rendezvous::StoreTimeout&) {
+    return false;
   }
-  return false;
 }
 
 void LeaveBarrier(rendezvous::Store& store, const std::string& name, int world_size) {

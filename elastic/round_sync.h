@@ -32,10 +32,10 @@ std::string HeartbeatKey(int node_rank);
 // Writes `record` into the inbox of every node but `record.node_rank`.
 void PublishFailure(rendezvous::Store& store, const NodeFailure& record, int group_world_size);
 
-// Counts this agent in barrier `name`, then waits (in slices of at most 1 s, so that `cancel`
-// is seen) until all `world_size` agents arrived. False on timeout or cancel.
+// Counts this agent in barrier `name`, then waits until all `world_size` agents arrived. False
+// on timeout; an interrupted store (the barrier cancelled) throws StoreConnectionError.
 bool ExitBarrier(rendezvous::Store& store, const std::string& name, int world_size,
-                 std::chrono::milliseconds timeout, const std::atomic<bool>& cancel);
+                 std::chrono::milliseconds timeout);
 // Counts this agent in barrier `name` without waiting (an agent that leaves early).
 void LeaveBarrier(rendezvous::Store& store, const std::string& name, int world_size);
 

@@ -190,7 +190,9 @@ FormedRound DynamicRendezvous::ReadSealed(const Ticket& ticket) {
   return formed;
 }
 
-// The restart count moves on only when a worker failure ended the previous round.
+// The restart count moves on only when a worker failure ended the previous round and no member
+// of it was lost or left: workers of the survivors of a lost node fail too (their collective
+// breaks, e.g. gloo's "Connection closed by peer"), and that is the loss, not a failure.
 int DynamicRendezvous::RestartCountFor(int round) {
   int restarts = 0;
   if (round > 0 && store_->Check({RoundKey(round - 1, "sealed")})) {
@@ -198,7 +200,9 @@ int DynamicRendezvous::RestartCountFor(int round) {
                    .at("restarts")
                    .get<int>();
   }
-  return restarts + (store_->Add(RoundKey(round, "failures"), 0) > 0 ? 1 : 0);
+  const bool failed = store_->Add(RoundKey(round, "failures"), 0) > 0;
+  const bool lost_a_member = store_->Add(RoundKey(round, "gone"), 0) > 0;
+  return restarts + (failed && !lost_a_member ? 1 : 0);
 }
 
 RoundChange DynamicRendezvous::Announce(int round, const RoundChange& change) {
@@ -215,10 +219,19 @@ void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange
   const std::string token = options_.node.host + ":" + std::to_string(options_.node.pid);
   const Bytes mark = Store::ToBytes(token);
   const std::string gone = RoundKey(round, "gone/" + std::to_string(group_rank));
-  if (store_->CompareSet(gone, {}, mark) == mark) {
-    store_->Add(RoundKey(round + 1, "accounted"), 1);
-  }
   Announce(round, change);
+  if (store_->CompareSet(gone, {}, mark) != mark) return;  // declared already
+  store_->Add(RoundKey(round + 1, "gone"), 1);  // before "accounted": read by the sealer
+  const std::int64_t accounted = store_->Add(RoundKey(round + 1, "accounted"), 1);
+  // The survivors may all have rejoined already (their workers failed with the lost peer's
+  // connections): the declaration that accounts for the last member seals the next round.
+  if (!store_->Check({RoundKey(round, "sealed")})) return;
+  const int members =
+      Json::parse(store_->GetString(RoundKey(round, "sealed"))).at("nodes").get<int>();
+  const SeqValue next{store_->Add(RoundKey(round + 1, "seq"), 0)};
+  if (accounted >= members && next.Arrivals() >= options_.min_nodes && next.Seals() == 0) {
+    Seal(round + 1);
+  }
 }
 
 int DynamicRendezvous::NodesWaiting(int round) {

@@ -11,7 +11,8 @@
 //   sealed   {"nodes", "world", "restarts"}, written by the first sealer.
 //   accounted  members of round k-1 that rejoined or were declared gone: when it reaches
 //            round k-1's size with at least MIN arrivals, round k seals at once (no last call).
-//   failures number of worker failures that ended round k-1 (the restart count moves on).
+//   failures number of worker failures that ended round k-1; the restart count moves on when
+//            there was one and `gone` (members of round k-1 declared lost or leaving) is 0.
 //   change   the first reason round k must end (failure, node lost, node waiting, leaving).
 //   hb/<t>   heartbeat counter of group rank t (ticket t+1); its ring neighbour watches it;
 //   hb_at/<t> the wall-clock time (epoch ms) of its last beat, for views.

@@ -10,6 +10,7 @@ namespace {
 
 using std::chrono::milliseconds;
 constexpr milliseconds kConnectSlice{1000};  // Shutdown() is seen between connect attempts
+constexpr milliseconds kOwnConnectTimeout{10'000};  // a barrier's own connection
 
 }  // namespace
 
@@ -81,6 +82,9 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
   info.base_global_rank = formed.base_global_rank;
   info.global_world_size = formed.global_world_size;
   info.restart_count = formed.restart_count;
+  info.open_round_store = [connect = connect_, prefix = RoundKey(formed.round, "agent")] {
+    return std::make_shared<PrefixStore>(prefix, connect(kOwnConnectTimeout));
+  };
   return info;
 }
 

@@ -1,8 +1,11 @@
 // A Store held in this process's memory with the TCP store's exact semantics (it shares the
 // server's KeySpace). Thread-safe: Get and Wait block on a condition variable until a writer
 // adds the keys or the deadline passes (StoreTimeout). For tests and single-node agents.
+// Connect() gives another "connection" to the same keys, as a second TCP client would be: its
+// Interrupt() wakes and fails only the calls made through it.
 #pragma once
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 
 #include "rendezvous/store.h"
@@ -13,6 +16,9 @@ namespace ddprun::rendezvous {
 class InMemoryStore : public Store {
  public:
   explicit InMemoryStore(std::chrono::milliseconds timeout = kDefaultTimeout);
+
+  // A new connection to the same key space (same timeout), interrupted independently.
+  std::shared_ptr<InMemoryStore> Connect() const;
 
   void Set(const std::string& key, const Bytes& value) override;
   Bytes Get(const std::string& key) override;
@@ -29,16 +35,24 @@ class InMemoryStore : public Store {
   void Append(const std::string& key, const Bytes& value) override;
 
  private:
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable changed;
+    KeySpace keys;
+  };
+  InMemoryStore(std::shared_ptr<Shared> shared, std::chrono::milliseconds timeout);
+
+  // Runs `fn(keys)` under the lock, after checking this connection is not interrupted, and
+  // wakes every waiter afterwards when `notify`.
+  template <typename Fn>
+  auto Locked(bool notify, Fn fn);
   // Waits under `lock` until every key exists; throws StoreTimeout at the deadline.
   void WaitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
                   std::chrono::milliseconds timeout);
-
   void ThrowIfInterrupted() const;
 
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool interrupted_ = false;
-  KeySpace keys_;
+  std::shared_ptr<Shared> shared_;
+  bool interrupted_ = false;  // guarded by shared_->mutex
 };
 
 }  // namespace ddprun::rendezvous

@@ -1,6 +1,8 @@
 // The RendezvousHandler seam: forms a round of agents and tells this agent its place in it.
 // Failures are typed so that the agent can branch on them.
 #pragma once
+#include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -40,6 +42,10 @@ struct RendezvousInfo {
   std::optional<int> base_global_rank;
   std::optional<int> global_world_size;
   std::optional<int> restart_count;
+  // Opens this node's own connection to the round's agent keys (those of `store`), so that a
+  // barrier blocked on it can be interrupted at once without breaking `store`. Empty: barriers
+  // use `store` and cannot be cancelled before their timeout.
+  std::function<std::shared_ptr<Store>()> open_round_store;
 };
 
 // Why a dynamic round ends early, as the agent reports it to the other members.

@@ -9,6 +9,7 @@ namespace ddprun::rendezvous {
 namespace {
 
 constexpr std::chrono::milliseconds kSlice{1000};
+constexpr std::chrono::milliseconds kOwnConnectTimeout{10'000};  // a barrier's own connection
 
 std::chrono::milliseconds Ms(std::chrono::steady_clock::duration duration) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(duration);
@@ -45,6 +46,9 @@ RendezvousInfo StaticRendezvous::NextRendezvous() {
   info.master_addr = options_.master_addr;
   info.master_port = options_.master_port;
   info.use_agent_store = true;
+  info.open_round_store = [connect = connect_, prefix = RoundPrefix(options_.run_id, round)] {
+    return std::make_shared<PrefixStore>(prefix, connect(kOwnConnectTimeout));
+  };
   return info;
 }
 

@@ -202,8 +202,10 @@ TEST_CASE("elastic: a worker failure is announced and spends one job-wide restar
 
 TEST_CASE("elastic: the restart budget exhausted ends the job on every node",
           "[elastic][agent][elastic_agent]") {
+  // Every member rejoins after a failure; the round's job-wide restart count (2 > 1) says the
+  // budget is spent, so each ends with the root cause it knows.
   SECTION("local failure") {
-    Harness h({R(0, 2, 1)}, 1);  // the job already spent its one restart
+    Harness h({R(0, 2, 1), R(0, 2, 2)}, 1);
     h.PeersAtBarrier("ddprun/failure_barrier", 1);
     h.FailWorker(5);
     h.processes.CompleteStop();
@@ -211,17 +213,27 @@ TEST_CASE("elastic: the restart budget exhausted ends the job on every node",
     CHECK(h.result->state == AgentResult::State::kFailed);
     CHECK(h.result->ExitCode() == 5);
     CHECK(h.processes.attempts.size() == 1);
+    CHECK(h.rendezvous.announced.size() == 1);
   }
   SECTION("remote failure") {
-    Harness h({R(0, 2, 1)}, 1);
+    Harness h({R(0, 2, 1), R(0, 2, 2)}, 1);
     h.PeersAtBarrier("ddprun/failure_barrier", 1);
     h.monitor.events.on_remote_failure(RemoteFailure(1));
     h.processes.CompleteStop();
     REQUIRE(h.result.has_value());
     CHECK(h.result->ExitCode() == 7);
     CHECK(h.result->root_cause_node == 1);
+    CHECK(h.result->root_cause_host == "peer");
     CHECK(h.sink.names.back() == "finished");
     CHECK(h.sink.all.back()["exit_code"] == 7);
+  }
+  SECTION("a failure the round does not count (a node was lost) keeps the job going") {
+    Harness h({R(0, 3, 1), R(0, 2, 1)}, 1);
+    h.FailWorker(1);  // collateral: its peer's node died
+    h.processes.CompleteStop();
+    CHECK_FALSE(h.result.has_value());
+    REQUIRE(h.processes.attempts.size() == 2);
+    CHECK(h.processes.RestartCountOfLastAttempt() == 1);
   }
 }
 

@@ -293,3 +293,26 @@ TEST_CASE("many nodes form one consistent round", "[dynamic_rendezvous]") {
     expected_base += nprocs[index];
   }
 }
+
+TEST_CASE("failures that come with a lost member spend no restart", "[dynamic_rendezvous]") {
+  // The survivors' workers fail when a peer's node dies (their collective breaks): the round
+  // after counts the loss, not a failure.
+  Job job;
+  job.min_nodes = 2;
+  job.max_nodes = 3;
+  job.last_call = milliseconds{60'000};
+  std::vector<std::future<FormedRound>> joins;
+  for (int id = 0; id < 3; ++id) joins.push_back(JoinAsync(job, id));
+  std::vector<FormedRound> first;
+  for (auto& join : joins) first.push_back(Ready(join));
+  DynamicRendezvous survivor = job.Node(0);
+  survivor.CountFailure(0);
+  survivor.Announce(0, {Kind::kFailure, first[0].group_rank, "host0", "{}"});
+  auto a = JoinAsync(job, 0, first[0]);
+  auto b = JoinAsync(job, 1, first[1]);
+  REQUIRE(a.wait_for(milliseconds{300}) == std::future_status::timeout);  // waits for node 2
+  survivor.DeclareGone(0, first[2].group_rank, {Kind::kNodeLost, first[2].group_rank, "h2", ""});
+  std::vector<FormedRound> views{Ready(a), Ready(b)};
+  CheckConsistent(views, {2, 2});
+  CHECK(views.front().restart_count == 0);
+}
