@@ -168,10 +168,13 @@ void Agent::OnLocalFailure(const ProcessFailure& failure) {
   StopAfterFailure();
 }
 
+// Elastic: the round's watch goes on until the next round's replaces it, so that a lost member
+// (whose vanishing is often what failed the workers) is still declared gone and the next
+// round counts a loss, not a failure.
 void Agent::StopAfterFailure() {
   state_ = State::kStoppingAfterFailure;
   CancelBarrier();
-  Unwatch();
+  if (!Elastic()) Unwatch();
   StopGroup(SIGTERM, options_.shutdown_timeout);
 }
 
@@ -186,6 +189,7 @@ void Agent::OnAllSucceeded() {
   spdlog::info("[{}] Waiting {} seconds for other agents to finish.", spec_.role,
                options_.exit_barrier_timeout.count() / 1000);
   state_ = State::kExitBarrier;
+  barrier_ = std::make_shared<Barrier>();
   processes_.Stop(SIGTERM, options_.shutdown_timeout, [this] {
     RunBarrier("ddprun/exit_barrier", options_.exit_barrier_timeout, [this](bool completed) {
       if (state_ != State::kExitBarrier) return;
@@ -301,6 +305,7 @@ AgentResult Agent::Errored(const std::string& error) const {
 
 void Agent::Finish(AgentResult result) {
   if (state_ == State::kFinished) return;
+  Unwatch();
   static constexpr const char* kStates[] = {"succeeded", "failed", "stopped", "error"};
   nlohmann::json fields{{"state", kStates[static_cast<int>(result.state)]},
                         {"exit_code", result.ExitCode()}};

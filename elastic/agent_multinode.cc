@@ -69,8 +69,7 @@ void Agent::HandleMembershipChange(const std::string& reason) {
 void Agent::StopForChange(const std::string& reason) {
   spdlog::warn("[{}] {}; restarting at a new membership (no restart spent)", spec_.role, reason);
   state_ = State::kStoppingForChange;
-  CancelBarrier();
-  Unwatch();
+  CancelBarrier();  // the watch goes on until the next round's (see StopAfterFailure)
   StopGroup(SIGTERM, options_.shutdown_timeout);
 }
 
@@ -93,6 +92,7 @@ void Agent::FinishFailed() {
     }
   }
   state_ = State::kFailureBarrier;
+  barrier_ = std::make_shared<Barrier>();
   RunBarrier("ddprun/failure_barrier", options_.failure_barrier_timeout, [this, result](bool) {
     if (state_ == State::kFailureBarrier) Finish(result);
   });
@@ -143,9 +143,10 @@ bool Agent::Barrier::Attach(std::shared_ptr<rendezvous::Store> own) {
 
 // With the round's own-connection opener, the barrier waits on a connection of its own that
 // Cancel() interrupts: a lost node, a remote failure or a signal ends the wait at once.
+// barrier_ is the one the state entered (OnAllSucceeded, FinishFailed), so a cancel that came
+// before the barrier's job started still counts.
 void Agent::RunBarrier(const std::string& name, std::chrono::milliseconds timeout,
                        std::function<void(bool completed)> then) {
-  barrier_ = std::make_shared<Barrier>();
   rendezvous::Store* shared = info_.store;
   const auto open = info_.open_round_store;
   const int world = info_.group_world_size;
@@ -154,8 +155,9 @@ void Agent::RunBarrier(const std::string& name, std::chrono::milliseconds timeou
   runner_.Run(
       [shared, open, name, world, timeout, barrier, completed] {
         std::shared_ptr<rendezvous::Store> own = open ? open() : nullptr;
-        if (!barrier->Attach(own)) return;
-        *completed = ExitBarrier(own ? *own : *shared, name, world, timeout);
+        // Cancelled before it started: still count in, and complete if the others already did.
+        const auto wait = barrier->Attach(own) ? timeout : std::chrono::milliseconds{1};
+        *completed = ExitBarrier(own ? *own : *shared, name, world, wait);
       },
       [then = std::move(then), completed, barrier, timeout](std::exception_ptr error) {
         const bool done = !error && *completed;

@@ -20,7 +20,9 @@ class PeerMonitor {
     std::function<void(const std::string& reason)> on_membership_change;
   };
   virtual ~PeerMonitor() = default;
-  // Starts watching `round` (group_rank / group_world_size / round number). At most one event.
+  // Starts watching `round` (group_rank / group_world_size / round number), replacing any
+  // earlier watch. At most one event. An elastic monitor keeps beating and watching its peers
+  // after that event, until Unwatch or the next Watch.
   virtual void Watch(const rendezvous::RendezvousInfo& round, Events events) = 0;
   // Stops watching; no event of the round is delivered after it returns. Idempotent.
   virtual void Unwatch() = 0;

@@ -113,6 +113,8 @@ rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConf
                   spec.local_world_size};
   options.join_timeout = config.rdzv_settings.join_timeout;
   options.last_call_timeout = config.rdzv_settings.last_call_timeout;
+  options.member_timeout = config.rdzv_settings.HeartbeatTimeout() +
+                           config.rdzv_settings.keep_alive_interval;
   return options;
 }
 

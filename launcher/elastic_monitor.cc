@@ -1,6 +1,7 @@
 #include "launcher/elastic_monitor.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -24,7 +25,8 @@ std::string SecondsText(std::chrono::milliseconds duration) {
 
 }  // namespace
 
-// One round's watch: its thread and its own connection (interrupted to stop it).
+// One round's watch: its thread and its own connection (interrupted to stop it). After the
+// round's change is delivered it goes on beating and watching the neighbour until stopped.
 class ElasticMonitor::Watcher {
  public:
   using Post = std::function<void(std::function<void(const Events&)>)>;
@@ -38,11 +40,12 @@ class ElasticMonitor::Watcher {
         thread_([this] { Loop(); }) {}
 
   ~Watcher() {
-    stop_ = true;
     {
       std::lock_guard lock(mutex_);
+      stop_ = true;
       if (store_) store_->Interrupt();
     }
+    stopped_.notify_all();
     thread_.join();
   }
 
@@ -67,20 +70,36 @@ class ElasticMonitor::Watcher {
   void Watch(rendezvous::Store& store, rendezvous::DynamicRendezvous& rendezvous) {
     const std::string change_key = rendezvous.RoundKey(round_, "change");
     rendezvous::HeartbeatWatch neighbour(options_.interval * options_.max_attempts, Clock::now());
+    bool delivered = false;
+    bool declared = false;
     Beat(store, rendezvous);
     while (!stop_) {
-      try {
-        store.Wait({change_key}, options_.interval);
-        Deliver(RoundChange::Decode(store.GetString(change_key)));
+      if (!delivered) {
+        try {
+          store.Wait({change_key}, options_.interval);
+          Deliver(RoundChange::Decode(store.GetString(change_key)));
+          delivered = true;  // keep beating and watching while the agent rejoins
+          continue;
+        } catch (const rendezvous::StoreTimeout&) {
+        }
+      } else if (!PauseUnlessStopped()) {
         return;
-      } catch (const rendezvous::StoreTimeout&) {
       }
       Beat(store, rendezvous);
-      if (neighbour_ < 0) continue;
+      if (neighbour_ < 0 || declared) continue;
       const auto beats = store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(neighbour_)), 0);
       const auto now = Clock::now();
-      if (neighbour.Observe(beats, now)) DeclareLost(store, rendezvous, neighbour.SilentFor(now));
+      if (neighbour.Observe(beats, now)) {
+        DeclareLost(store, rendezvous, neighbour.SilentFor(now));
+        declared = true;
+      }
     }
+  }
+
+  // One keep-alive interval, cut short by Unwatch; false when stopped.
+  bool PauseUnlessStopped() {
+    std::unique_lock lock(mutex_);
+    return !stopped_.wait_for(lock, options_.interval, [this] { return stop_.load(); });
   }
 
   // The counter is what the ring neighbour watches; the wall-clock time is for views
@@ -142,6 +161,7 @@ class ElasticMonitor::Watcher {
   Post post_;
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
+  std::condition_variable stopped_;
   std::shared_ptr<rendezvous::Store> store_;
   std::thread thread_;
 };

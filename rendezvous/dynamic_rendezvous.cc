@@ -157,8 +157,13 @@ FormedRound DynamicRendezvous::AwaitSeal(const Ticket& ticket, Clock::time_point
     } catch (const StoreTimeout&) {
       ThrowTooFew(ticket.round);
     }
+    const bool after_a_round = ticket.round > 0 && store_->Check({RoundKey(ticket.round - 1,
+                                                                             "sealed")});
+    const auto last_call = after_a_round
+                               ? std::max(options_.last_call_timeout, options_.member_timeout)
+                               : options_.last_call_timeout;
     try {
-      store_->Wait({sealed}, std::min(options_.last_call_timeout, Left(deadline)));
+      store_->Wait({sealed}, std::min(last_call, Left(deadline)));
     } catch (const StoreTimeout&) {
       Seal(ticket.round);  // last call is over (or the join deadline came): close the round
     }

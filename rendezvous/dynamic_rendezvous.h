@@ -54,6 +54,11 @@ struct DynamicRendezvousOptions {
   NodeDescriptor node;
   std::chrono::milliseconds join_timeout{600'000};
   std::chrono::milliseconds last_call_timeout{30'000};
+  // How long a round after a formed one may wait for a missing member to be declared gone
+  // (keep_alive_interval x (keep_alive_max_attempt + 1)): a member that vanished is accounted
+  // for then and the round seals at once, its loss counted as a loss, not as a failure. The
+  // last call waits at least this long while earlier members are missing.
+  std::chrono::milliseconds member_timeout{0};
 };
 
 // Why a round must end; the first one written wins (CompareSet), every member wakes on it.

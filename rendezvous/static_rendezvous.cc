@@ -28,7 +28,22 @@ std::string StaticRendezvous::RoundPrefix(const std::string& run_id, int round) 
   return "ddprun/" + run_id + "/" + std::to_string(round);
 }
 
+void StaticRendezvous::Shutdown() {
+  closed_ = true;
+  std::lock_guard lock(store_mutex_);
+  if (store_) store_->Interrupt();
+}
+
 RendezvousInfo StaticRendezvous::NextRendezvous() {
+  try {
+    return Join();
+  } catch (const StoreConnectionError&) {
+    ThrowIfClosed();  // Shutdown() interrupted the store
+    throw;
+  }
+}
+
+RendezvousInfo StaticRendezvous::Join() {
   ThrowIfClosed();
   const auto start = Clock::now();
   const auto deadline = start + options_.join_timeout;
@@ -58,7 +73,10 @@ void StaticRendezvous::ConnectUntil(Clock::time_point start, Clock::time_point d
   while (Clock::now() < deadline) {
     ThrowIfClosed();
     try {
-      store_ = connect_(std::clamp(Ms(deadline - Clock::now()), std::chrono::milliseconds{1}, kSlice));
+      auto store = connect_(std::clamp(Ms(deadline - Clock::now()), std::chrono::milliseconds{1}, kSlice));
+      std::lock_guard lock(store_mutex_);
+      store_ = std::move(store);
+      if (closed_) store_->Interrupt();
       return;
     } catch (const StoreConnectionError& error) {
       last_error = error.what();

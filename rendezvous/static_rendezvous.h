@@ -2,12 +2,13 @@
 // node 0 (served by the launcher on master_addr:master_port). Every node, node 0 included,
 // reaches the store as a client through `connect`, announces itself under the round's prefix
 // ("ddprun/<run_id>/<round>", round = number of earlier rounds) and waits for all the others,
-// in slices of at most a second so that progress is reported and Shutdown() is seen.
+// reporting progress every second; Shutdown() interrupts the connection and ends it at once.
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "rendezvous/rendezvous_handler.h"
@@ -47,13 +48,15 @@ class StaticRendezvous : public RendezvousHandler {
   int NumNodesWaiting() override { return 0; }
   void SetClosed() override { closed_ = true; }
   bool IsClosed() override { return closed_; }
-  void Shutdown() override { closed_ = true; }
+  // Ends a join blocked on another thread at once (interrupts the store connection).
+  void Shutdown() override;
   std::string RunId() const override { return options_.run_id; }
 
   static std::string RoundPrefix(const std::string& run_id, int round);
 
  private:
   using Clock = std::chrono::steady_clock;
+  RendezvousInfo Join();
   void ConnectUntil(Clock::time_point start, Clock::time_point deadline);
   void WaitForAll(Store& store, Clock::time_point start, Clock::time_point deadline);
   int CountJoined(Store& store, std::string& missing);
@@ -66,6 +69,7 @@ class StaticRendezvous : public RendezvousHandler {
   std::shared_ptr<Store> round_store_;
   int round_ = 0;
   std::atomic<bool> closed_{false};
+  std::mutex store_mutex_;  // store_ for Shutdown() on another thread
 };
 
 }  // namespace ddprun::rendezvous

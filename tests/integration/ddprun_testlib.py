@@ -418,3 +418,66 @@ class NetnsPair:
     def _ip(*args):
         subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, timeout=30)
+
+
+class NetnsHosts:
+    """N simulated hosts: network namespaces, each with one veth end (address 10.213.8.(n+1)/24)
+    whose peer is a port of a Linux bridge living in a namespace of its own (nothing is added to
+    the root namespace). Register remove() as a test cleanup right after constructing it: it
+    deletes every namespace this object created (their veths and the bridge go with them), also
+    after a partial create()."""
+
+    SUBNET = "10.213.8"
+
+    def __init__(self, count):
+        if not 1 <= count <= 250:
+            raise ValueError("1..250 hosts")
+        tag = uuid.uuid4().hex[:6]
+        self.bridge_namespace = "ddpBr%s" % tag
+        self.bridge = "br%s" % tag
+        self.names = ["ddpH%d%s" % (n, tag) for n in range(count)]
+        self.devices = ["vh%d%s" % (n, tag) for n in range(count)]       # in each host
+        self.bridge_ports = ["vp%d%s" % (n, tag) for n in range(count)]  # their bridge ends
+        self.addresses = ["%s.%d" % (self.SUBNET, n + 1) for n in range(count)]
+        self._created = []
+
+    def create(self):
+        br_ns = self.bridge_namespace
+        self._add_namespace(br_ns)
+        self._ip("-n", br_ns, "link", "add", self.bridge, "type", "bridge", "forward_delay", "0",
+                 "stp_state", "0")
+        self._ip("-n", br_ns, "link", "set", self.bridge, "up")
+        self._ip("-n", br_ns, "link", "set", "lo", "up")
+        for ns, dev, port, addr in zip(self.names, self.devices, self.bridge_ports,
+                                       self.addresses):
+            self._add_namespace(ns)
+            # Both ends are created inside the bridge's namespace, then one moves to the host.
+            self._ip("-n", br_ns, "link", "add", port, "type", "veth", "peer", "name", dev)
+            self._ip("-n", br_ns, "link", "set", dev, "netns", ns)
+            self._ip("-n", br_ns, "link", "set", port, "master", self.bridge)
+            self._ip("-n", br_ns, "link", "set", port, "up")
+            self._ip("-n", ns, "addr", "add", addr + "/24", "dev", dev)
+            self._ip("-n", ns, "link", "set", dev, "up")
+            self._ip("-n", ns, "link", "set", "lo", "up")
+
+    def remove(self):
+        for ns in reversed(self._created):
+            subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30)
+        self._created = []
+
+    def set_link(self, host, state):
+        """Brings host n's veth end "up" or "down" (a cable pulled: no FIN, no RST)."""
+        self._ip("-n", self.names[host], "link", "set", self.devices[host], state)
+
+    def exec_prefix(self, host):
+        return ["ip", "netns", "exec", self.names[host]]
+
+    def _add_namespace(self, ns):
+        self._ip("netns", "add", ns)
+        self._created.append(ns)
+
+    @staticmethod
+    def _ip(*args):
+        subprocess.run(["ip"] + list(args), check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, timeout=30)

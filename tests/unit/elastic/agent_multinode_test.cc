@@ -1,8 +1,12 @@
 // The agent's multi-node policy with the in-memory store, a fake process context and a fake
 // peer monitor: ranks from the round, failure records, remote failures, restarts, lost nodes.
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <csignal>
+#include <deque>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "elastic/agent.h"
 #include "tests/unit/elastic/fake_process_context.h"
@@ -39,6 +43,7 @@ class TwoNodeRendezvous : public rendezvous::RendezvousHandler {
     info.master_addr = "10.0.0.1";
     info.master_port = 29500;
     info.use_agent_store = true;
+    info.open_round_store = [this] { return store.Connect(); };
     return info;
   }
   int NumNodesWaiting() override { return 0; }
@@ -231,8 +236,80 @@ TEST_CASE("multi-node: a node lost before the exit barrier completed fails it", 
   h.processes.Exit(0, ExitStatus::Exited(0));
   h.processes.Exit(1, ExitStatus::Exited(0));
   h.monitor.events.on_node_lost(0, "no heartbeat for 3 s");
-  h.processes.CompleteStop();  // the cancelled barrier returns within its first slice
+  h.processes.CompleteStop();  // the barrier, cancelled before it started, does not wait
   REQUIRE(h.result);
   CHECK(h.result->state == AgentResult::State::kFailed);
   CHECK(h.result->ExitCode() == 1);
+}
+
+namespace {
+
+// Runs each job on a thread of its own; continuations wait in a queue that the test thread
+// (the agent's "event loop") runs with RunNext.
+class QueueRunner : public BlockingRunner {
+ public:
+  ~QueueRunner() override {
+    for (auto& thread : threads_) thread.join();
+  }
+  void Run(Work work, Then then) override {
+    threads_.emplace_back([this, work = std::move(work), then = std::move(then)] {
+      std::exception_ptr error;
+      try {
+        work();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard lock(mutex_);
+      ready_.push_back([then, error] { then(error); });
+      changed_.notify_all();
+    });
+  }
+  // Runs the next continuation; false when none came within `timeout`.
+  bool RunNext(std::chrono::milliseconds timeout) {
+    std::function<void()> next;
+    {
+      std::unique_lock lock(mutex_);
+      if (!changed_.wait_for(lock, timeout, [this] { return !ready_.empty(); })) return false;
+      next = std::move(ready_.front());
+      ready_.pop_front();
+    }
+    next();
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<void()>> ready_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+TEST_CASE("multi-node: a node lost while the exit barrier waits ends the wait at once",
+          "[elastic][agent][multinode]") {
+  TwoNodeRendezvous rendezvous;
+  rendezvous.store.SetString("torchelastic/role_info/0",
+                             R"({"role":"default","rank":0,"local_world_size":3,"host":"h0"})");
+  FakeProcessContext processes;
+  FakeMonitor monitor;
+  QueueRunner runner;
+  AgentOptions options;
+  options.exit_barrier_timeout = std::chrono::milliseconds{60'000};  // never waited out
+  Agent agent(Spec(0), options, rendezvous, processes, AgentLinks{&runner, &monitor});
+  std::optional<AgentResult> result;
+  agent.Run([&](const AgentResult& done) { result = done; });
+  REQUIRE(runner.RunNext(std::chrono::milliseconds{10'000}));  // the round formed
+  processes.Exit(0, ExitStatus::Exited(0));
+  processes.Exit(1, ExitStatus::Exited(0));
+  processes.CompleteStop();  // the barrier job starts on its thread and blocks: node 0 is away
+  rendezvous.store.Connect()->Wait({"ddprun/exit_barrier/num_members"},
+                                   std::chrono::milliseconds{10'000});
+  monitor.events.on_node_lost(0, "no heartbeat for 3 s");
+  // The cancel interrupts the barrier's own connection: its continuation arrives at once, not
+  // after the 60 s barrier timeout (nor a 1 s polling slice).
+  REQUIRE(runner.RunNext(std::chrono::milliseconds{900}));
+  REQUIRE(result);
+  CHECK(result->state == AgentResult::State::kFailed);
+  CHECK(result->ExitCode() == 1);
 }

@@ -121,12 +121,11 @@ TEST_CASE("static rendezvous: Shutdown from another thread ends a waiting join",
   auto store = std::make_shared<InMemoryStore>(5000ms);
   StaticRendezvous node0(Options(0, 2, 60'000ms), Shared(store));
   auto joining = std::async(std::launch::async, [&] { return node0.NextRendezvous(); });
-  // Wait until node 0 has announced itself, then shut it down.
-  for (int i = 0; i < 500 && !store->Check({"ddprun/job/0/ddprun/join/0"}); ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
+  // Node 0 announces itself (a second connection sees it), then blocks waiting for node 1.
+  store->Connect()->Wait({StaticRendezvous::RoundPrefix("job", 0) + "/ddprun/join/0"}, 5000ms);
   node0.Shutdown();
-  CHECK(joining.wait_for(5s) == std::future_status::ready);
+  // At once: well under the 1 s progress period that the join would otherwise wait out.
+  REQUIRE(joining.wait_for(900ms) == std::future_status::ready);
   CHECK_THROWS_AS(joining.get(), RendezvousClosedError);
 }
 
