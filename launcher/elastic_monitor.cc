@@ -27,10 +27,8 @@ std::string SecondsText(std::chrono::milliseconds duration) {
 
 // One round's watch: its thread and its own connection (interrupted to stop it). After the
 // round's change is delivered it goes on beating and watching the neighbour until stopped.
-class ElasticMonitor::Watcher {
+class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
  public:
-  using Post = std::function<void(std::function<void(const Events&)>)>;
-
   Watcher(const ElasticMonitorOptions& options, const rendezvous::RendezvousInfo& round, Post post)
       : options_(options),
         round_(round.round),
@@ -39,7 +37,7 @@ class ElasticMonitor::Watcher {
         post_(std::move(post)),
         thread_([this] { Loop(); }) {}
 
-  ~Watcher() {
+  ~Watcher() override {
     {
       std::lock_guard lock(mutex_);
       stop_ = true;
@@ -167,27 +165,11 @@ class ElasticMonitor::Watcher {
 };
 
 ElasticMonitor::ElasticMonitor(asio::io_context& io, ElasticMonitorOptions options)
-    : io_(io), options_(std::move(options)) {}
+    : ThreadedMonitor(io), options_(std::move(options)) {}
 
-ElasticMonitor::~ElasticMonitor() { Unwatch(); }
-
-void ElasticMonitor::Watch(const rendezvous::RendezvousInfo& round, Events events) {
-  Unwatch();
-  const int generation = *generation_;
-  std::weak_ptr<int> current = generation_;
-  auto shared_events = std::make_shared<Events>(std::move(events));
-  auto post = [this, generation, current, shared_events](std::function<void(const Events&)> fire) {
-    asio::post(io_, [generation, current, shared_events, fire = std::move(fire)] {
-      const auto alive = current.lock();
-      if (alive && *alive == generation) fire(*shared_events);
-    });
-  };
-  watcher_ = std::make_unique<Watcher>(options_, round, std::move(post));
-}
-
-void ElasticMonitor::Unwatch() {
-  ++*generation_;
-  watcher_.reset();
+std::unique_ptr<ThreadedMonitor::RoundWatch> ElasticMonitor::StartWatch(const rendezvous::RendezvousInfo& round,
+                                                          Post post) {
+  return std::make_unique<Watcher>(options_, round, std::move(post));
 }
 
 }  // namespace ddprun::launcher

@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "common/asio.h"
-#include "elastic/peer_monitor.h"
+#include "launcher/threaded_monitor.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/static_rendezvous.h"
 
@@ -25,21 +25,15 @@ struct ElasticMonitorOptions {
   int max_attempts = 3;                             // rdzv_conf keep_alive_max_attempt
 };
 
-class ElasticMonitor : public elastic::PeerMonitor {
+class ElasticMonitor : public ThreadedMonitor {
  public:
   ElasticMonitor(asio::io_context& io, ElasticMonitorOptions options);
-  ~ElasticMonitor() override;
-
-  void Watch(const rendezvous::RendezvousInfo& round, Events events) override;
-  void Unwatch() override;
 
  private:
   class Watcher;
+  std::unique_ptr<RoundWatch> StartWatch(const rendezvous::RendezvousInfo& round, Post post) override;
 
-  asio::io_context& io_;
   ElasticMonitorOptions options_;
-  std::shared_ptr<int> generation_ = std::make_shared<int>(0);  // io thread only
-  std::unique_ptr<Watcher> watcher_;
 };
 
 }  // namespace ddprun::launcher

@@ -27,10 +27,8 @@ struct Beat {
 }  // namespace
 
 // One round's watch: the thread, its stop flag and the connection that wakes it.
-class NodeMonitor::Watcher {
+class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
  public:
-  using Post = std::function<void(std::function<void(const Events&)>)>;
-
   Watcher(const NodeMonitorOptions& options, const rendezvous::RendezvousInfo& round, Post post)
       : options_(options),
         prefix_(rendezvous::StaticRendezvous::RoundPrefix(options.run_id, round.round)),
@@ -39,7 +37,7 @@ class NodeMonitor::Watcher {
         post_(std::move(post)),
         thread_([this] { Loop(); }) {}
 
-  ~Watcher() {
+  ~Watcher() override {
     stop_ = true;
     Wake();
     thread_.join();
@@ -142,27 +140,11 @@ class NodeMonitor::Watcher {
 };
 
 NodeMonitor::NodeMonitor(asio::io_context& io, NodeMonitorOptions options)
-    : io_(io), options_(std::move(options)) {}
+    : ThreadedMonitor(io), options_(std::move(options)) {}
 
-NodeMonitor::~NodeMonitor() { Unwatch(); }
-
-void NodeMonitor::Watch(const rendezvous::RendezvousInfo& round, Events events) {
-  Unwatch();
-  const int generation = *generation_;
-  std::weak_ptr<int> current = generation_;
-  auto shared_events = std::make_shared<Events>(std::move(events));
-  auto post = [this, generation, current, shared_events](std::function<void(const Events&)> fire) {
-    asio::post(io_, [generation, current, shared_events, fire = std::move(fire)] {
-      const auto alive = current.lock();
-      if (alive && *alive == generation) fire(*shared_events);
-    });
-  };
-  watcher_ = std::make_unique<Watcher>(options_, round, std::move(post));
-}
-
-void NodeMonitor::Unwatch() {
-  ++*generation_;
-  watcher_.reset();
+std::unique_ptr<ThreadedMonitor::RoundWatch> NodeMonitor::StartWatch(const rendezvous::RendezvousInfo& round,
+                                                          Post post) {
+  return std::make_unique<Watcher>(options_, round, std::move(post));
 }
 
 }  // namespace ddprun::launcher

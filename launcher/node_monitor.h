@@ -10,7 +10,7 @@
 #include <string>
 
 #include "common/asio.h"
-#include "elastic/peer_monitor.h"
+#include "launcher/threaded_monitor.h"
 
 namespace ddprun::launcher {
 
@@ -22,21 +22,15 @@ struct NodeMonitorOptions {
   int max_attempts = 3;                      // rdzv_conf keep_alive_max_attempt
 };
 
-class NodeMonitor : public elastic::PeerMonitor {
+class NodeMonitor : public ThreadedMonitor {
  public:
   NodeMonitor(asio::io_context& io, NodeMonitorOptions options);
-  ~NodeMonitor() override;
-
-  void Watch(const rendezvous::RendezvousInfo& round, Events events) override;
-  void Unwatch() override;
 
  private:
   class Watcher;
+  std::unique_ptr<RoundWatch> StartWatch(const rendezvous::RendezvousInfo& round, Post post) override;
 
-  asio::io_context& io_;
   NodeMonitorOptions options_;
-  std::shared_ptr<int> generation_ = std::make_shared<int>(0);  // io thread only
-  std::unique_ptr<Watcher> watcher_;
 };
 
 }  // namespace ddprun::launcher

@@ -8,26 +8,15 @@
 
 #include "elastic/agent.h"
 #include "rendezvous/in_memory_store.h"
+#include "tests/unit/elastic/fake_monitor.h"
 #include "tests/unit/elastic/fake_process_context.h"
 
 using namespace ddprun;
 using namespace ddprun::elastic;
+using ddprun::elastic::testing::FakeMonitor;
 using ddprun::elastic::testing::FakeProcessContext;
 
 namespace {
-
-class FakeMonitor : public PeerMonitor {
- public:
-  void Watch(const rendezvous::RendezvousInfo& round, Events e) override {
-    watched_rounds.push_back(round.round);
-    events = std::move(e);
-    watching = true;
-  }
-  void Unwatch() override { watching = false; }
-  std::vector<int> watched_rounds;
-  Events events;
-  bool watching = false;
-};
 
 class RecordingSink : public EventSink {
  public:
