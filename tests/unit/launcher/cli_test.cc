@@ -11,6 +11,7 @@
 
 #include "common/errors.h"
 #include "launcher/cli_internal.h"
+#include "launcher/elastic_backend.h"
 
 namespace {
 
@@ -735,4 +736,18 @@ TEST_CASE("option --event_log, else $DDPRUN_EVENT_LOG", "[cli]") {
   CHECK(Config({"--event_log=/tmp/flag.jsonl", Train()}, {{"DDPRUN_EVENT_LOG", "/tmp/env"}})
             .event_log == "/tmp/flag.jsonl");
   CHECK_THAT(ErrorWith({"--event_log="}), Catch::StartsWith("--event_log=: must name a file"));
+}
+
+TEST_CASE("the rendezvous store host: is the endpoint this machine?", "[cli][elastic]") {
+  using ddprun::launcher::NamesThisMachine;
+  const std::vector<std::string> names{"node7", "node7.cluster.example", ""};
+  const std::vector<std::string> addresses{"127.0.0.1", "10.1.2.3", "::1"};
+  CHECK(NamesThisMachine("localhost", names, addresses));
+  CHECK(NamesThisMachine("127.0.0.5", names, addresses));
+  CHECK(NamesThisMachine("::1", names, addresses));
+  CHECK(NamesThisMachine("node7", names, addresses));
+  CHECK(NamesThisMachine("node7.cluster.example", names, addresses));
+  CHECK(NamesThisMachine("10.1.2.3", names, addresses));  // resolves to an interface address
+  CHECK_FALSE(NamesThisMachine("10.1.2.4", names, addresses));
+  CHECK_FALSE(NamesThisMachine("192.0.2.1", names, addresses));  // numeric: no DNS query
 }
