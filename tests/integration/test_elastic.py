@@ -173,6 +173,17 @@ class ElasticTest(lib.DdprunTestCase):
         self.assertEqual(counts("failing"), [0, 1, 2])
         self.assertTrue(set(counts("healthy")) <= {0, 1, 2}, counts("healthy"))
 
+    def test_a_separate_store_server_can_be_the_endpoint(self):
+        """`ddprun-store serve` holds the port: every agent, on this host too, is its client."""
+        store = self.start([os.path.join(lib.BUILD_DIR, "tools", "ddprun-store"), "serve",
+                            "--host", "127.0.0.1", "--port", str(self.port)])
+        self.wait_store_listening(store)
+        agents = [self.agent(nnodes="2:2") for _ in range(2)]
+        _, envs = self.wait_round(2)
+        self.check_round(envs, nodes=2)
+        self.release_and_finish(agents)  # no agent could bind the port: both were clients
+        self.assertIsNone(store.poll(), "the store server must outlive the job")
+
     def test_too_few_nodes_is_a_one_line_error(self):
         lonely = self.agent(nnodes="2:3", join=2)
         result = self.finish(lonely, timeout=30)
