@@ -19,9 +19,7 @@ class HostedStoreRendezvous : public rendezvous::RendezvousHandler {
   HostedStoreRendezvous(asio::io_context& io, const elastic::LaunchConfig& config);
 
   rendezvous::RendezvousInfo NextRendezvous() override;
-  int NumNodesWaiting() override { return 0; }
   void SetClosed() override { closed_ = true; }
-  bool IsClosed() override { return closed_; }
   void Shutdown() override;
   std::string RunId() const override { return run_id_; }
 

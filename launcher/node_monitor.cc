@@ -9,6 +9,7 @@
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "elastic/round_sync.h"
+#include "rendezvous/heartbeat_watch.h"
 #include "rendezvous/prefix_store.h"
 #include "rendezvous/static_rendezvous.h"
 #include "rendezvous/tcp_store_client.h"
@@ -19,10 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using rendezvous::Store;
 
-struct Beat {
-  std::int64_t value = -1;
-  Clock::time_point changed;
-};
 
 }  // namespace
 
@@ -81,7 +78,9 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
   void Watch(Store& store) {
     const auto patience = options_.interval * options_.max_attempts;
     store.Add(elastic::HeartbeatKey(me_), 1);
-    for (int node = 0; node < world_; ++node) beats_[node] = {-1, Clock::now()};
+    for (int node = 0; node < world_; ++node) {
+      beats_.emplace(node, rendezvous::HeartbeatWatch(patience, Clock::now()));
+    }
     while (!stop_) {
       try {
         store.Wait({elastic::InboxKey(me_)}, options_.interval);
@@ -92,7 +91,7 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
       } catch (const rendezvous::StoreTimeout&) {
       }
       if (stop_) return;
-      if (const auto lost = BeatAndCheck(store, patience)) {
+      if (const auto lost = BeatAndCheck(store)) {
         const std::string why = "no heartbeat for " +
                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                    patience).count() / 1000.0).substr(0, 4) +
@@ -104,18 +103,13 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
     }
   }
 
-  std::optional<int> BeatAndCheck(Store& store, std::chrono::milliseconds patience) {
+  // Every node watches every other one (static jobs are small; elastic rounds use a ring).
+  std::optional<int> BeatAndCheck(Store& store) {
     store.Add(elastic::HeartbeatKey(me_), 1);
     const auto now = Clock::now();
     for (int node = 0; node < world_; ++node) {
       if (node == me_) continue;
-      const std::int64_t value = store.Add(elastic::HeartbeatKey(node), 0);
-      Beat& beat = beats_[node];
-      if (value != beat.value) {
-        beat = {value, now};
-      } else if (now - beat.changed > patience) {
-        return node;
-      }
+      if (beats_.at(node).Observe(store.Add(elastic::HeartbeatKey(node), 0), now)) return node;
     }
     return std::nullopt;
   }
@@ -135,7 +129,7 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::shared_ptr<Store> waker_;
-  std::map<int, Beat> beats_;
+  std::map<int, rendezvous::HeartbeatWatch> beats_;
   std::thread thread_;
 };
 

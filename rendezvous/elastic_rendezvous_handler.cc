@@ -103,19 +103,11 @@ void ElasticRendezvousHandler::AnnounceRoundEnd(const RoundEnd& end) {
                             end.record});
 }
 
-int ElasticRendezvousHandler::NumNodesWaiting() {
-  const auto current = Current();
-  if (!current || !rendezvous_) return 0;
-  return rendezvous_->NodesWaiting(current->round);
-}
-
 void ElasticRendezvousHandler::SetClosed() {
   const auto current = Current();
   if (!rendezvous_ || shutdown_) return;
   rendezvous_->Close(current ? current->round : 0);
 }
-
-bool ElasticRendezvousHandler::IsClosed() { return rendezvous_ && rendezvous_->IsClosed(); }
 
 void ElasticRendezvousHandler::Shutdown() {
   shutdown_ = true;

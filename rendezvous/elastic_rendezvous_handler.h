@@ -38,9 +38,7 @@ class ElasticRendezvousHandler : public RendezvousHandler {
                            WorkerStoreHost& worker_store);
 
   RendezvousInfo NextRendezvous() override;
-  int NumNodesWaiting() override;
   void SetClosed() override;
-  bool IsClosed() override;
   void Shutdown() override;
   std::string RunId() const override { return options_.rendezvous.run_id; }
   bool Elastic() const override { return true; }

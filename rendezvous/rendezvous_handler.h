@@ -60,10 +60,10 @@ class RendezvousHandler {
   virtual ~RendezvousHandler() = default;
   // Blocks until the next round is complete; throws a RendezvousError.
   virtual RendezvousInfo NextRendezvous() = 0;
-  // Agents waiting to join a new round (a membership change when > 0).
-  virtual int NumNodesWaiting() = 0;
+  // The job is over (succeeded, or failed for good): later joins fail with
+  // RendezvousClosedError. Membership changes reach the agent as PeerMonitor events, not by
+  // polling the handler (torchrun's num_nodes_waiting).
   virtual void SetClosed() = 0;
-  virtual bool IsClosed() = 0;
   virtual void Shutdown() = 0;
   virtual std::string RunId() const = 0;
   // Elastic handlers: the job survives membership changes (the agent re-rendezvouses instead of
@@ -71,30 +71,6 @@ class RendezvousHandler {
   virtual bool Elastic() const { return false; }
   // Blocking (runs on the agent's runner): tells every member of the current round to leave it.
   virtual void AnnounceRoundEnd(const RoundEnd&) {}
-};
-
-// A round of one node with a fixed master address and no store (agent tests use it).
-class SingleNodeRendezvous : public RendezvousHandler {
- public:
-  SingleNodeRendezvous(std::string run_id, RendezvousInfo info)
-      : run_id_(std::move(run_id)), info_(std::move(info)) {}
-  RendezvousInfo NextRendezvous() override {
-    if (closed_) throw RendezvousClosedError("the rendezvous '" + run_id_ + "' is closed");
-    RendezvousInfo info = info_;
-    info.round = round_++;
-    return info;
-  }
-  int NumNodesWaiting() override { return 0; }
-  void SetClosed() override { closed_ = true; }
-  bool IsClosed() override { return closed_; }
-  void Shutdown() override { closed_ = true; }
-  std::string RunId() const override { return run_id_; }
-
- private:
-  std::string run_id_;
-  RendezvousInfo info_;
-  int round_ = 0;
-  bool closed_ = false;
 };
 
 }  // namespace ddprun::rendezvous

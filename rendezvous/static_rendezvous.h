@@ -45,9 +45,7 @@ class StaticRendezvous : public RendezvousHandler {
   // Throws RendezvousTimeoutError naming the missing nodes and join_timeout, or
   // RendezvousClosedError after Shutdown(). Safe to call from another thread than Shutdown().
   RendezvousInfo NextRendezvous() override;
-  int NumNodesWaiting() override { return 0; }
   void SetClosed() override { closed_ = true; }
-  bool IsClosed() override { return closed_; }
   // Ends a join blocked on another thread at once (interrupts the store connection).
   void Shutdown() override;
   std::string RunId() const override { return options_.run_id; }

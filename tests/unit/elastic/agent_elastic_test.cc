@@ -60,9 +60,7 @@ class ScriptedElasticRendezvous : public rendezvous::RendezvousHandler {
     info.restart_count = next.restart_count;
     return info;
   }
-  int NumNodesWaiting() override { return 0; }
   void SetClosed() override {}
-  bool IsClosed() override { return false; }
   void Shutdown() override {}
   std::string RunId() const override { return "job"; }
   bool Elastic() const override { return true; }

@@ -35,9 +35,7 @@ class TwoNodeRendezvous : public rendezvous::RendezvousHandler {
     info.open_round_store = [this] { return store.Connect(); };
     return info;
   }
-  int NumNodesWaiting() override { return 0; }
   void SetClosed() override {}
-  bool IsClosed() override { return false; }
   void Shutdown() override {}
   std::string RunId() const override { return "job"; }
 

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "elastic/agent.h"
+#include "tests/unit/elastic/single_node_rendezvous.h"
 #include "tests/unit/elastic/fake_process_context.h"
 
 using namespace ddprun;
