@@ -78,9 +78,10 @@ std::string DynamicRendezvous::RoundKey(int round, const std::string& name) cons
 
 std::string DynamicRendezvous::ClosedKey() const { return prefix_ + "closed"; }
 
+// A closed job needs no check here: its last round's change says so to anyone who arrives late
+// for it (AwaitEndOf).
 FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous) {
   const auto deadline = Clock::now() + options_.join_timeout;
-  ThrowIfClosed();
   const int first = previous ? previous->round + 1 : RoundHint();
   const Ticket ticket = Arrive(first, previous, deadline);
   return AwaitSeal(ticket, deadline);
@@ -149,25 +150,23 @@ bool DynamicRendezvous::EveryPreviousMemberAccounted(int round,
   return SeqValue{store_->Add(RoundKey(round, "seq"), 0)}.Arrivals() >= options_.min_nodes;
 }
 
+// Common case: two WAITs (MIN, then the seal), each answered by the server when the key comes.
 FormedRound DynamicRendezvous::AwaitSeal(const Ticket& ticket, Clock::time_point deadline) {
   const std::string sealed = RoundKey(ticket.round, "sealed");
-  if (!store_->Check({sealed})) {
-    try {
-      store_->Wait({RoundKey(ticket.round, "min")}, Left(deadline));
-    } catch (const StoreTimeout&) {
-      ThrowTooFew(ticket.round);
-    }
-    const bool after_a_round = ticket.round > 0 && store_->Check({RoundKey(ticket.round - 1,
-                                                                             "sealed")});
-    const auto last_call = after_a_round
-                               ? std::max(options_.last_call_timeout, options_.member_timeout)
-                               : options_.last_call_timeout;
-    try {
-      store_->Wait({sealed}, std::min(last_call, Left(deadline)));
-    } catch (const StoreTimeout&) {
-      Seal(ticket.round);  // last call is over (or the join deadline came): close the round
-    }
-    store_->Wait({sealed}, kSealPublishTimeout);
+  try {
+    store_->Wait({RoundKey(ticket.round, "min")}, Left(deadline));
+  } catch (const StoreTimeout&) {
+    ThrowTooFew(ticket.round);
+  }
+  // Rounds after the first wait for missing members to be declared gone (member_timeout).
+  const auto last_call = ticket.round > 0
+                             ? std::max(options_.last_call_timeout, options_.member_timeout)
+                             : options_.last_call_timeout;
+  try {
+    store_->Wait({sealed}, std::min(last_call, Left(deadline)));
+  } catch (const StoreTimeout&) {
+    Seal(ticket.round);  // last call is over (or the join deadline came): close the round
+    store_->Wait({sealed}, kSealPublishTimeout);  // another sealer may have been first
   }
   return ReadSealed(ticket);
 }
@@ -250,9 +249,9 @@ void DynamicRendezvous::Close(int round) {
 
 bool DynamicRendezvous::IsClosed() { return store_->Check({ClosedKey()}); }
 
+// One ADD of 0 reads the decimal hint (a missing one reads, and becomes, 0).
 int DynamicRendezvous::RoundHint() {
-  if (!store_->Check({prefix_ + "round"})) return 0;
-  return std::stoi(store_->GetString(prefix_ + "round"));
+  return static_cast<int>(store_->Add(prefix_ + "round", 0));
 }
 
 void DynamicRendezvous::ThrowIfClosed() {
