@@ -1,5 +1,6 @@
 #include "launcher/elastic_monitor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -65,25 +66,32 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
     }
   }
 
+  // Beats every interval; reads the neighbour every quarter interval, so that its silence is
+  // seen at most a quarter interval late (loss declared within interval x attempts + 1/4).
   void Watch(rendezvous::Store& store, rendezvous::DynamicRendezvous& rendezvous) {
     const std::string change_key = rendezvous.RoundKey(round_, "change");
+    const auto tick = std::max(options_.interval / 4, std::chrono::milliseconds{1});
     rendezvous::HeartbeatWatch neighbour(options_.interval * options_.max_attempts, Clock::now());
     bool delivered = false;
     bool declared = false;
     Beat(store, rendezvous);
+    auto next_beat = Clock::now() + options_.interval;
     while (!stop_) {
       if (!delivered) {
         try {
-          store.Wait({change_key}, options_.interval);
+          store.Wait({change_key}, tick);
           Deliver(RoundChange::Decode(store.GetString(change_key)));
           delivered = true;  // keep beating and watching while the agent rejoins
           continue;
         } catch (const rendezvous::StoreTimeout&) {
         }
-      } else if (!PauseUnlessStopped()) {
+      } else if (!PauseUnlessStopped(tick)) {
         return;
       }
-      Beat(store, rendezvous);
+      if (Clock::now() >= next_beat) {
+        Beat(store, rendezvous);
+        next_beat = Clock::now() + options_.interval;
+      }
       if (neighbour_ < 0 || declared) continue;
       const auto beats = store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(neighbour_)), 0);
       const auto now = Clock::now();
@@ -94,10 +102,10 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
     }
   }
 
-  // One keep-alive interval, cut short by Unwatch; false when stopped.
-  bool PauseUnlessStopped() {
+  // A timer cut short by Unwatch; false when stopped.
+  bool PauseUnlessStopped(std::chrono::milliseconds duration) {
     std::unique_lock lock(mutex_);
-    return !stopped_.wait_for(lock, options_.interval, [this] { return stop_.load(); });
+    return !stopped_.wait_for(lock, duration, [this] { return stop_.load(); });
   }
 
   // The counter is what the ring neighbour watches; the wall-clock time is for views

@@ -1,9 +1,10 @@
 // The launcher's PeerMonitor for elastic rounds. Per watched round, a thread with its own
-// connection to the rendezvous store blocks in Wait(the round's change key, interval): any
-// reason to end the round (a failure, a lost node, a node waiting, a member leaving, the job
-// closed) wakes every member at once and is posted to the agent's io_context. Each timeout
-// bumps this node's heartbeat and reads its ring neighbour's (O(1) per node); a neighbour silent
-// for interval x max_attempts is declared gone, which ends the round for everyone. After the
+// connection to the rendezvous store blocks in Wait(the round's change key): any reason to end
+// the round (a failure, a lost node, a node waiting, a member leaving, the job closed) wakes
+// every member at once and is posted to the agent's io_context. Meanwhile it bumps this node's
+// heartbeat every interval and reads its ring neighbour's every quarter interval (O(1) per
+// node); a neighbour silent for interval x max_attempts is declared gone (seen at most a
+// quarter interval late), which ends the round for everyone. After the
 // change, the watch goes on beating and watching until the next round's replaces it, so that a
 // member lost while the others rejoin is still declared gone. Unwatch interrupts the
 // connection and joins the thread.
