@@ -28,6 +28,22 @@ class CliErrorTest(DdprunTestCase):
     def test_nnodes_zero(self):
         self.assert_usage_error(["--nnodes=0"] + self.worker(), ["nnodes"])
 
+    def test_refused_line_leaves_no_log_directory(self):
+        """A refused configuration is refused before any directory or port exists, --tee too."""
+        tmpdir = self.path("tmp")
+        os.mkdir(tmpdir)
+        for args in (["--tee", "3", "--rdzv_backend=etcd", "--rdzv_endpoint=127.0.0.1:2379"],
+                     ["--tee", "3", "--nnodes=2", "--node_rank=2"],
+                     ["--tee", "3", "--dry_run", "--rdzv_backend=etcd-v2"]):
+            self.assert_usage_error(args + self.worker(), ["rdzv_backend", "node_rank"],
+                                    env=self.env({"TMPDIR": tmpdir}))
+        self.assertEqual(os.listdir(tmpdir), [])
+
+    def test_pet_value_is_named_as_the_variable(self):
+        line = self.assert_usage_error(self.worker(), ["PET_NODE_RANK"],
+                                       env=self.env({"PET_NNODES": "2", "PET_NODE_RANK": "3"}))
+        self.assertIn("PET_NNODES=2", line)
+
     def test_nnodes_min_above_max(self):
         self.assert_usage_error(["--nnodes=3:2"] + self.worker(), ["nnodes"])
 
