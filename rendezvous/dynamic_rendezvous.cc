@@ -78,10 +78,9 @@ std::string DynamicRendezvous::RoundKey(int round, const std::string& name) cons
 
 std::string DynamicRendezvous::ClosedKey() const { return prefix_ + "closed"; }
 
-// A closed job needs no check here: its last round's change says so to anyone who arrives late
-// for it (AwaitEndOf).
 FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous) {
   const auto deadline = Clock::now() + options_.join_timeout;
+  ThrowIfClosed();  // (a node late for the last round would learn it there, but not one early)
   const int first = previous ? previous->round + 1 : RoundHint();
   const Ticket ticket = Arrive(first, previous, deadline);
   return AwaitSeal(ticket, deadline);
