@@ -115,6 +115,8 @@ rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConf
   options.last_call_timeout = config.rdzv_settings.last_call_timeout;
   options.member_timeout = config.rdzv_settings.HeartbeatTimeout() +
                            config.rdzv_settings.keep_alive_interval;
+  options.keep_alive_interval = config.rdzv_settings.keep_alive_interval;
+  options.keep_alive_max_attempt = config.rdzv_settings.keep_alive_max_attempt;
   return options;
 }
 

@@ -26,6 +26,12 @@ milliseconds Left(std::chrono::steady_clock::time_point deadline) {
   return std::max(left, milliseconds{1});
 }
 
+std::int64_t WallClockMs() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string Seconds(milliseconds duration) {
   const double seconds = static_cast<double>(duration.count()) / 1000.0;
   std::string text = std::to_string(seconds);
@@ -81,9 +87,14 @@ std::string DynamicRendezvous::ClosedKey() const { return prefix_ + "closed"; }
 FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous) {
   const auto deadline = Clock::now() + options_.join_timeout;
   ThrowIfClosed();  // (a node late for the last round would learn it there, but not one early)
-  const int first = previous ? previous->round + 1 : RoundHint();
-  const Ticket ticket = Arrive(first, previous, deadline);
-  return AwaitSeal(ticket, deadline);
+  int first = previous ? previous->round + 1 : RoundHint();
+  std::optional<FormedRound> member = previous;
+  for (;;) {  // bounded by the deadline: Arrive throws once it passed
+    const Ticket ticket = Arrive(first, member, deadline);
+    if (auto formed = AwaitSeal(ticket, deadline)) return *formed;
+    first = ticket.round + 1;  // dropped as dead while the round formed: wait for the next one
+    member.reset();
+  }
 }
 
 // One ADD per round tried; a sealed round sends the node on to the next one, where it waits
@@ -102,7 +113,7 @@ DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
     const NodeDescriptor& node = options_.node;
     store_->SetString(RoundKey(round, "node/" + std::to_string(ticket)),
                       Json{{"host", node.host}, {"addr", node.addr}, {"pid", node.pid},
-                           {"nproc", node.local_world_size}}
+                           {"nproc", node.local_world_size}, {"at", WallClockMs()}}
                           .dump());
     if (ticket == 1) store_->SetString(prefix_ + "round", std::to_string(round));
     if (missed_one) SignalWaiting(round - 1);
@@ -150,10 +161,11 @@ bool DynamicRendezvous::EveryPreviousMemberAccounted(int round,
 }
 
 // Common case: two WAITs (MIN, then the seal), each answered by the server when the key comes.
-FormedRound DynamicRendezvous::AwaitSeal(const Ticket& ticket, Clock::time_point deadline) {
+std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
+                                                       Clock::time_point deadline) {
   const std::string sealed = RoundKey(ticket.round, "sealed");
   try {
-    store_->Wait({RoundKey(ticket.round, "min")}, Left(deadline));
+    WaitBeating(RoundKey(ticket.round, "min"), ticket, Left(deadline));
   } catch (const StoreTimeout&) {
     ThrowTooFew(ticket.round);
   }
@@ -162,9 +174,9 @@ FormedRound DynamicRendezvous::AwaitSeal(const Ticket& ticket, Clock::time_point
                              ? std::max(options_.last_call_timeout, options_.member_timeout)
                              : options_.last_call_timeout;
   try {
-    store_->Wait({sealed}, std::min(last_call, Left(deadline)));
+    WaitBeating(sealed, ticket, std::min(last_call, Left(deadline)));
   } catch (const StoreTimeout&) {
-    Seal(ticket.round);  // last call is over (or the join deadline came): close the round
+    Seal(ticket.round, true);  // last call is over (or the join deadline came): close the round
     store_->Wait({sealed}, kSealPublishTimeout);  // another sealer may have been first
   }
   return ReadSealed(ticket);
@@ -172,22 +184,87 @@ FormedRound DynamicRendezvous::AwaitSeal(const Ticket& ticket, Clock::time_point
 
 // The ADD of kSeal is ordered with every arrival's ADD: its result counts exactly the nodes of
 // the round. Only the first sealer (seal count 1) publishes it.
-void DynamicRendezvous::Seal(int round) {
+void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket,
+                                    milliseconds timeout) {
+  const milliseconds interval = options_.keep_alive_interval;
+  if (interval.count() <= 0) {
+    store_->Wait({key}, timeout);
+    return;
+  }
+  const auto deadline = Clock::now() + timeout;
+  const std::string beat =
+      RoundKey(ticket.round, "fhb_at/" + std::to_string(ticket.seq.Arrivals()));
+  for (;;) {
+    try {
+      store_->Wait({key}, std::min(interval, Left(deadline)));
+      return;
+    } catch (const StoreTimeout&) {
+      if (Clock::now() >= deadline) throw;
+    }
+    store_->SetString(beat, std::to_string(WallClockMs()));
+  }
+}
+
+// The ADD of kSeal is ordered with every arrival's, so its result counts exactly the nodes of
+// the round; only the first sealer (seal count 1) publishes the round.
+void DynamicRendezvous::Seal(int round, bool last_call) {
   const SeqValue seq{store_->Add(RoundKey(round, "seq"), SeqValue::kSeal)};
   if (seq.Seals() != 1) return;
-  const Json sealed{{"nodes", seq.Arrivals()},
-                    {"world", seq.Workers()},
-                    {"restarts", RestartCountFor(round)}};
+  Json dropped = last_call && options_.keep_alive_interval.count() > 0
+                     ? Json::parse(DroppedJson(round, seq.Arrivals()))
+                     : Json::array();
+  int dropped_workers = 0;
+  for (const auto& entry : dropped) dropped_workers += entry.at(1).get<int>();
+  const Json sealed{{"nodes", seq.Arrivals() - static_cast<int>(dropped.size())},
+                    {"world", seq.Workers() - dropped_workers},
+                    {"restarts", RestartCountFor(round)},
+                    {"dropped", dropped}};
   store_->SetString(RoundKey(round, "sealed"), sealed.dump());
 }
 
-FormedRound DynamicRendezvous::ReadSealed(const Ticket& ticket) {
+// [[ticket, nproc], ...] of the nodes silent for keep_alive_interval x keep_alive_max_attempt,
+// or [] when fewer than MIN would remain (the round then forms with everyone, as without it).
+std::string DynamicRendezvous::DroppedJson(int round, int nodes) {
+  const std::int64_t patience =
+      (options_.keep_alive_interval * options_.keep_alive_max_attempt).count();
+  const std::int64_t now = WallClockMs();
+  Json dropped = Json::array();
+  for (int ticket = 1; ticket <= nodes; ++ticket) {
+    const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
+    try {  // written right after the node's ADD; never, if it died in between
+      store_->Wait({record}, options_.keep_alive_interval);
+    } catch (const StoreTimeout&) {
+      return "[]";  // its worker count is unknown: drop nobody (the ring watch will, later)
+    }
+    const Json node = Json::parse(store_->GetString(record));
+    std::int64_t last = node.value("at", now);
+    const std::string beat = RoundKey(round, "fhb_at/" + std::to_string(ticket));
+    if (store_->Check({beat})) last = std::max<std::int64_t>(last, std::stoll(store_->GetString(beat)));
+    if (now - last > patience) dropped.push_back({ticket, node.value("nproc", 1)});
+  }
+  if (nodes - static_cast<int>(dropped.size()) < options_.min_nodes) dropped = Json::array();
+  return dropped.dump();
+}
+
+std::optional<FormedRound> DynamicRendezvous::ReadSealed(const Ticket& ticket) {
   const Json sealed = Json::parse(store_->GetString(RoundKey(ticket.round, "sealed")));
+  const int mine = ticket.seq.Arrivals();
+  int dropped_before = 0;
+  int dropped_workers_before = 0;
+  for (const auto& entry : sealed.value("dropped", Json::array())) {
+    const int dropped_ticket = entry.at(0).get<int>();
+    if (dropped_ticket == mine) return std::nullopt;
+    if (dropped_ticket < mine) {
+      ++dropped_before;
+      dropped_workers_before += entry.at(1).get<int>();
+    }
+  }
   FormedRound formed;
   formed.round = ticket.round;
-  formed.group_rank = ticket.seq.Arrivals() - 1;
+  formed.group_rank = mine - 1 - dropped_before;
   formed.group_world_size = sealed.at("nodes").get<int>();
-  formed.base_global_rank = ticket.seq.Workers() - options_.node.local_world_size;
+  formed.base_global_rank =
+      ticket.seq.Workers() - options_.node.local_world_size - dropped_workers_before;
   formed.global_world_size = sealed.at("world").get<int>();
   formed.restart_count = sealed.at("restarts").get<int>();
   return formed;

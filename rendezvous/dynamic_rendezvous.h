@@ -8,7 +8,9 @@
 //   node/<t> the node with ticket t (group rank t-1): JSON {host, addr, pid, nproc}.
 //   gone/<r> set once group rank r of round k is declared lost or leaving.
 //   min      set once MIN nodes arrived (starts everyone's last call).
-//   sealed   {"nodes", "world", "restarts"}, written by the first sealer.
+//   sealed   {"nodes", "world", "restarts", "dropped": [[ticket, nproc], ...]}, written by the
+//            first sealer; nodes and world exclude the dropped (dead while the round formed).
+//   fhb_at/<t> while the round forms: the wall-clock time (epoch ms) of ticket t's last beat.
 //   accounted  members of round k-1 that rejoined or were declared gone: when it reaches
 //            round k-1's size with at least MIN arrivals, round k seals at once (no last call).
 //   failures number of worker failures that ended round k-1; the restart count moves on when
@@ -59,6 +61,12 @@ struct DynamicRendezvousOptions {
   // for then and the round seals at once, its loss counted as a loss, not as a failure. The
   // last call waits at least this long while earlier members are missing.
   std::chrono::milliseconds member_timeout{0};
+  // Liveness while a round forms (0: off): a node waiting for the seal writes fhb_at/<ticket>
+  // (its wall clock, epoch ms) every interval; a round sealed by its last call drops the nodes
+  // whose last beat is older than interval x attempts on the sealer's clock (as torchrun's
+  // keep-alives, clocks are assumed in step), unless fewer than MIN would remain.
+  std::chrono::milliseconds keep_alive_interval{0};
+  int keep_alive_max_attempt = 3;
 };
 
 // Why a round must end; the first one written wins (CompareSet), every member wakes on it.
@@ -133,12 +141,16 @@ class DynamicRendezvous {
   };
 
   Ticket Arrive(int round, const std::optional<FormedRound>& previous, Clock::time_point deadline);
+  // Wait for `key`, beating (fhb_at/<ticket>) every keep_alive_interval meanwhile.
+  void WaitBeating(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout);
+  std::string DroppedJson(int round, int nodes);
   void SignalWaiting(int round);
   void AwaitEndOf(int round, Clock::time_point deadline);
   bool EveryPreviousMemberAccounted(int round, const std::optional<FormedRound>& previous);
-  FormedRound AwaitSeal(const Ticket& ticket, Clock::time_point deadline);
-  void Seal(int round);
-  FormedRound ReadSealed(const Ticket& ticket);
+  std::optional<FormedRound> AwaitSeal(const Ticket& ticket, Clock::time_point deadline);
+  // `last_call`: the round closes for lack of arrivals, so nodes that died meanwhile are dropped.
+  void Seal(int round, bool last_call = false);
+  std::optional<FormedRound> ReadSealed(const Ticket& ticket);  // none: this node was dropped
   int RestartCountFor(int round);
   int RoundHint();
   void ThrowIfClosed();

@@ -77,11 +77,16 @@ RdzvFormedRound ReadFormed(Reader& reader, int round, const RdzvSealed& sealed) 
   formed.sealed = sealed;
   formed.master = reader.Read(keys.Round(round, "master"));
   formed.change = reader.ReadDecoded(keys.Round(round, "change"), ParseRdzvChange);
+  int ticket = 0;
   for (int rank = 0; rank < sealed.nodes; ++rank) {
+    do {
+      ++ticket;  // members in arrival order, less the nodes dropped while the round formed
+    } while (std::find(sealed.dropped.begin(), sealed.dropped.end(), ticket) !=
+             sealed.dropped.end());
     const std::string r = std::to_string(rank);
     RdzvMember member;
     member.group_rank = rank;
-    member.node = reader.ReadDecoded(keys.Round(round, "node/" + std::to_string(rank + 1)),
+    member.node = reader.ReadDecoded(keys.Round(round, "node/" + std::to_string(ticket)),
                                      ParseRdzvNode);
     member.heartbeats = reader.ReadDecoded(keys.Round(round, "hb/" + r), ParseRdzvInteger);
     member.heartbeat_at_ms = reader.ReadDecoded(keys.Round(round, "hb_at/" + r), ParseRdzvInteger);
@@ -192,9 +197,18 @@ RdzvSealed ParseRdzvSealed(const std::string& text) {
   const Json json = ParseObject(text, "sealed round");
   RdzvSealed sealed{Field<std::int64_t>(json, "nodes", "sealed round"),
                     Field<std::int64_t>(json, "world", "sealed round"),
-                    Field<std::int64_t>(json, "restarts", "sealed round")};
+                    Field<std::int64_t>(json, "restarts", "sealed round"),
+                    {}};
   if (sealed.nodes < 0 || sealed.nodes > (1 << 20)) {
     throw std::invalid_argument("sealed round has " + std::to_string(sealed.nodes) + " nodes");
+  }
+  if (json.contains("dropped")) {
+    for (const auto& entry : json.at("dropped")) {
+      if (!entry.is_array() || entry.empty() || !entry.at(0).is_number_integer()) {
+        throw std::invalid_argument("sealed round: malformed dropped entry");
+      }
+      sealed.dropped.push_back(entry.at(0).get<int>());
+    }
   }
   return sealed;
 }
@@ -326,6 +340,7 @@ std::string FormatRdzvJson(const RdzvView& view, std::int64_t now_ms) {
                       {"nodes", formed->sealed.nodes},
                       {"world_size", formed->sealed.world},
                       {"restart_count", formed->sealed.restarts},
+                      {"dropped_tickets", formed->sealed.dropped},
                       {"master", Nullable(formed->master)},
                       {"change", change},
                       {"members", members}};

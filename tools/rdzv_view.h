@@ -47,10 +47,11 @@ struct RdzvSealed {
   std::int64_t nodes = 0;
   std::int64_t world = 0;
   std::int64_t restarts = 0;
+  std::vector<int> dropped;  // tickets dropped as dead while the round formed
 };
 
 struct RdzvMember {
-  int group_rank = 0;                         // ticket - 1
+  int group_rank = 0;                         // ticket - 1 - dropped tickets before it
   std::optional<RdzvNode> node;               // node/<ticket>
   std::optional<std::int64_t> heartbeats;     // hb/<r>
   std::optional<std::int64_t> heartbeat_at_ms;  // hb_at/<r>, epoch ms (wall clock)

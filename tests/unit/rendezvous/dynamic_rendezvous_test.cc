@@ -34,6 +34,7 @@ struct Job {
   milliseconds join_timeout{20'000};
   milliseconds last_call{100};
   milliseconds member_timeout{0};
+  milliseconds keep_alive_interval{0};
   std::shared_ptr<InMemoryStore> store = std::make_shared<InMemoryStore>(seconds(30));
 
   DynamicRendezvous Node(int id, int nproc = 2) const {
@@ -45,6 +46,7 @@ struct Job {
     options.join_timeout = join_timeout;
     options.last_call_timeout = last_call;
     options.member_timeout = member_timeout;
+    options.keep_alive_interval = keep_alive_interval;
     return DynamicRendezvous(options, store);
   }
 };
@@ -321,4 +323,53 @@ TEST_CASE("failures that come with a lost member spend no restart", "[dynamic_re
   std::vector<FormedRound> views{Ready(a), Ready(b)};
   CheckConsistent(views, {2, 2});
   CHECK(views.front().restart_count == 0);
+}
+
+TEST_CASE("a node that dies while the round forms is dropped from it", "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 2;
+  job.max_nodes = 4;
+  job.last_call = milliseconds{600};
+  job.keep_alive_interval = milliseconds{100};  // silent for 300 ms: dead
+  // Node 1 arrives second and "dies": its ADD and record are there, it never beats again.
+  auto first = JoinAsync(job, 0, std::nullopt, 1);
+  DynamicRendezvous observer = job.Node(9);
+  job.store->Wait({observer.RoundKey(0, "node/1")}, kPromptly);
+  {
+    DynamicRendezvousOptions dead;
+    dead.run_id = "job";
+    dead.node = {"host1", "10.0.0.1", 1001, 5};
+    DynamicRendezvous corpse(dead, job.store);
+    job.store->Add(corpse.RoundKey(0, "seq"), SeqValue::kArrival + 5 * SeqValue::kWorker);
+    job.store->SetString(corpse.RoundKey(0, "node/2"),
+                         R"({"host":"host1","addr":"a","pid":1001,"nproc":5,"at":0})");
+  }
+  auto third = JoinAsync(job, 2, std::nullopt, 3);
+  std::vector<FormedRound> views{Ready(first), Ready(third)};
+  for (const auto& view : views) {
+    CHECK(view.group_world_size == 2);
+    CHECK(view.global_world_size == 4);  // 1 + 3: the dead node's 5 workers are not counted
+  }
+  CHECK(views[0].group_rank == 0);
+  CHECK(views[0].base_global_rank == 0);
+  CHECK(views[1].group_rank == 1);  // ticket 3, one dropped before it
+  CHECK(views[1].base_global_rank == 1);
+  const auto sealed = job.store->GetString(observer.RoundKey(0, "sealed"));
+  CHECK_THAT(sealed, Catch::Contains(R"("dropped":[[2,5]])"));
+}
+
+TEST_CASE("dropping the dead never leaves fewer than MIN", "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 2;
+  job.max_nodes = 4;
+  job.last_call = milliseconds{600};
+  job.keep_alive_interval = milliseconds{100};
+  auto first = JoinAsync(job, 0);
+  DynamicRendezvous observer = job.Node(9);
+  job.store->Wait({observer.RoundKey(0, "node/1")}, kPromptly);
+  job.store->Add(observer.RoundKey(0, "seq"), SeqValue::kArrival + 2 * SeqValue::kWorker);
+  job.store->SetString(observer.RoundKey(0, "node/2"), R"({"nproc":2,"at":0})");
+  job.store->SetString(observer.RoundKey(0, "min"), "1");
+  const FormedRound formed = Ready(first);
+  CHECK(formed.group_world_size == 2);  // kept: one live node alone would be below MIN
 }
