@@ -19,7 +19,6 @@
 //   kHealthy --node lost | node waiting | node leaving--> kStoppingForChange
 //        --group stopped--> kRendezvous (no restart spent)
 #pragma once
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>

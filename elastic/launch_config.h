@@ -118,6 +118,11 @@ struct LaunchConfig {
     const auto it = given_as.find(dest);
     return it != given_as.end() ? it->second : "--" + dest;
   }
+  // c10d across nodes or with MIN:MAX: the dynamic rendezvous (--standalone is one node).
+  bool Elastic() const {
+    return rdzv_backend == "c10d" && !standalone &&
+           (max_nodes > 1 || min_nodes != max_nodes);
+  }
   // "<name>=<value>" of an option as given ("PET_NNODES=1:3").
   std::string Given(const std::string& dest, const std::string& value) const {
     return GivenAs(dest) + "=" + value;

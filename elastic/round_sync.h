@@ -1,7 +1,6 @@
 // The agents' conversations in one round's store (multi-node only): torchrun's role_info
 // exchange, inbox and heartbeat key names, failure publishing and the exit barrier.
 #pragma once
-#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>

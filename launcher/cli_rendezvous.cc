@@ -70,7 +70,8 @@ void CheckBackend(const LaunchConfig& config) {
   const std::string given = config.Given("rdzv_backend", backend);
   if (backend == "etcd" || backend == "etcd-v2") throw UsageError(given + ": " + kEtcdTracking);
   if (backend != "static" && backend != "c10d") {
-    throw UsageError(given + ": not a rendezvous backend; use static or c10d (etcd and "
+    throw UsageError(given +
+                     ": not a rendezvous backend; use static or c10d (etcd and "
                      "etcd-v2 are not implemented in this build yet)");
   }
 }
@@ -81,9 +82,7 @@ void CheckNodes(const LaunchConfig& config) {
                      ": must be below the number of nodes (" +
                      config.Given("nnodes", NodesText(config)) + ")");
   }
-  const bool elastic = config.rdzv_backend == "c10d" && !config.standalone &&
-                       (config.max_nodes > 1 || config.min_nodes != config.max_nodes);
-  if (elastic && config.rdzv_endpoint.empty()) {
+  if (config.Elastic() && config.rdzv_endpoint.empty()) {
     throw UsageError(config.Given("nnodes", NodesText(config)) + " with " +
                      config.Given("rdzv_backend", config.rdzv_backend) +
                      ": the c10d rendezvous needs --rdzv_endpoint=HOST[:PORT] (the node that "
@@ -98,8 +97,7 @@ elastic::RendezvousSettings ReadRendezvousSettings(const LaunchConfig& config) {
   // `timeout` is join_timeout's alias; static alone defaults to torchrun's injected 900 s.
   const milliseconds join_default =
       config.rdzv_backend == "static" ? milliseconds{900'000} : settings.join_timeout;
-  settings.join_timeout =
-      Seconds(config, "join_timeout", Seconds(config, "timeout", join_default));
+  settings.join_timeout = Seconds(config, "join_timeout", Seconds(config, "timeout", join_default));
   settings.last_call_timeout = Seconds(config, "last_call_timeout", settings.last_call_timeout);
   settings.close_timeout = Seconds(config, "close_timeout", settings.close_timeout);
   settings.read_timeout = Seconds(config, "read_timeout", settings.read_timeout);

@@ -89,7 +89,7 @@ void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
   round.notes.push_back("rdzv_backend " + config.rdzv_backend +
                         ": the rendezvous decides GROUP_RANK (shown as " +
                         std::to_string(round.info.group_rank) + "), MASTER_ADDR and MASTER_PORT");
-  if (IsElastic(config)) {
+  if (config.Elastic()) {
     round.notes.push_back(ServesRendezvousStore(config)
                               ? "this node serves the rendezvous store at " +
                                     config.rdzv_endpoint + " (a client if the port is taken)"

@@ -13,7 +13,6 @@
 #include "common/hostname.h"
 #include "common/logging.h"
 #include "launcher/elastic_monitor.h"
-#include "rendezvous/tcp_store_client.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -75,17 +74,6 @@ class ThreadWorkerStoreHost : public rendezvous::WorkerStoreHost {
   std::unique_ptr<StoreServerThread> server_;
 };
 
-rendezvous::StoreConnector Connector(std::string host, int port, milliseconds read_timeout) {
-  return [host, port, read_timeout](milliseconds timeout) -> std::shared_ptr<rendezvous::Store> {
-    rendezvous::ClientOptions options;
-    options.host = host;
-    options.port = port;
-    options.timeout = read_timeout;
-    options.connect_timeout = timeout;
-    return std::make_shared<rendezvous::TcpStoreClient>(options);
-  };
-}
-
 // Serves the rendezvous store when this node is the endpoint's host; nullptr when another
 // process already serves the port, or the endpoint is elsewhere.
 std::unique_ptr<StoreServerThread> MaybeServeRendezvousStore(const elastic::LaunchConfig& config,
@@ -113,19 +101,14 @@ rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConf
                   spec.local_world_size};
   options.join_timeout = config.rdzv_settings.join_timeout;
   options.last_call_timeout = config.rdzv_settings.last_call_timeout;
-  options.member_timeout = config.rdzv_settings.HeartbeatTimeout() +
-                           config.rdzv_settings.keep_alive_interval;
+  options.member_timeout =
+      config.rdzv_settings.HeartbeatTimeout() + config.rdzv_settings.keep_alive_interval;
   options.keep_alive_interval = config.rdzv_settings.keep_alive_interval;
   options.keep_alive_max_attempt = config.rdzv_settings.keep_alive_max_attempt;
   return options;
 }
 
 }  // namespace
-
-bool IsElastic(const elastic::LaunchConfig& config) {
-  return config.rdzv_backend == "c10d" && !config.standalone &&
-         (config.max_nodes > 1 || config.min_nodes != config.max_nodes);
-}
 
 bool ServesRendezvousStore(const elastic::LaunchConfig& config) {
   const HostPort endpoint = ParseHostPort(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
@@ -162,11 +145,12 @@ std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
   handler.advertised_addr = handler.rendezvous.node.addr;
   handler.read_timeout = settings.read_timeout;
   backend->rendezvous = std::make_unique<rendezvous::ElasticRendezvousHandler>(
-      handler, Connector(store_host, port, settings.read_timeout), *backend->worker_store);
+      handler, TcpStoreConnector(store_host, port, settings.read_timeout), *backend->worker_store);
   backend->monitor = std::make_unique<ElasticMonitor>(
-      io, ElasticMonitorOptions{handler.rendezvous,
-                                Connector(store_host, port, settings.HeartbeatTimeout() * 2),
-                                settings.keep_alive_interval, settings.keep_alive_max_attempt});
+      io,
+      ElasticMonitorOptions{handler.rendezvous,
+                            TcpStoreConnector(store_host, port, settings.HeartbeatTimeout() * 2),
+                            settings.keep_alive_interval, settings.keep_alive_max_attempt});
   backend->blocking = true;
   backend->agent_options.shutdown_timeout = config.shutdown_timeout;
   backend->agent_options.failure_barrier_timeout = settings.HeartbeatTimeout();

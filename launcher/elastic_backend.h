@@ -13,8 +13,6 @@
 
 namespace ddprun::launcher {
 
-bool IsElastic(const elastic::LaunchConfig& config);
-
 // Whether `host` names this machine: localhost or a loopback address, its host name or FQDN,
 // --local_addr, or a name resolving to one of `local_addresses` (numeric, as getifaddrs gives).
 bool NamesThisMachine(const std::string& host, const std::vector<std::string>& names,

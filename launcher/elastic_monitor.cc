@@ -93,7 +93,8 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
         next_beat = Clock::now() + options_.interval;
       }
       if (neighbour_ < 0 || declared) continue;
-      const auto beats = store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(neighbour_)), 0);
+      const auto beats =
+          store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(neighbour_)), 0);
       const auto now = Clock::now();
       if (neighbour.Observe(beats, now)) {
         DeclareLost(store, rendezvous, neighbour.SilentFor(now));
@@ -122,7 +123,8 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
   void DeclareLost(rendezvous::Store& store, rendezvous::DynamicRendezvous& rendezvous,
                    std::chrono::milliseconds silent) {
     std::string host = "<unknown>";
-    const std::string node_key = rendezvous.RoundKey(round_, "node/" + std::to_string(neighbour_ + 1));
+    const std::string node_key =
+        rendezvous.RoundKey(round_, "node/" + std::to_string(neighbour_ + 1));
     if (store.Check({node_key})) {
       host = nlohmann::json::parse(store.GetString(node_key)).value("host", host);
     }
@@ -175,8 +177,8 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
 ElasticMonitor::ElasticMonitor(asio::io_context& io, ElasticMonitorOptions options)
     : ThreadedMonitor(io), options_(std::move(options)) {}
 
-std::unique_ptr<ThreadedMonitor::RoundWatch> ElasticMonitor::StartWatch(const rendezvous::RendezvousInfo& round,
-                                                          Post post) {
+std::unique_ptr<ThreadedMonitor::RoundWatch> ElasticMonitor::StartWatch(
+    const rendezvous::RendezvousInfo& round, Post post) {
   return std::make_unique<Watcher>(options_, round, std::move(post));
 }
 

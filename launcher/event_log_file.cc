@@ -31,7 +31,8 @@ void JsonLinesEventLog::Record(const std::string& event, const nlohmann::json& f
   line["time"] = std::chrono::duration<double>(now).count();
   line["event"] = event;
   line["pid"] = static_cast<int>(::getpid());
-  const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string text =
+      line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   const ssize_t written = ::write(fd_, text.data(), text.size());
   if (written != static_cast<ssize_t>(text.size()) && !warned_) {
     warned_ = true;

@@ -11,6 +11,7 @@
 #include "launcher/store_server_thread.h"
 #include "rendezvous/elastic_rendezvous_handler.h"
 #include "rendezvous/rendezvous_handler.h"
+#include "rendezvous/static_rendezvous.h"
 
 namespace ddprun::launcher {
 
@@ -24,6 +25,11 @@ struct LaunchBackend {
   bool blocking = false;  // joins wait for other nodes: they run on a ThreadRunner
   elastic::AgentOptions agent_options;
 };
+
+// Opens a TcpStoreClient of host:port (each call a new connection), giving up connecting after
+// the call's timeout; every reply is awaited at most `reply_timeout`.
+rendezvous::StoreConnector TcpStoreConnector(std::string host, int port,
+                                             std::chrono::milliseconds reply_timeout);
 
 // Throws UsageError for what the launch cannot set up (a store port in use, ...).
 std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io, const elastic::LaunchConfig& config,

@@ -10,7 +10,6 @@
 #include "launcher/node_monitor.h"
 #include "launcher/store_server_thread.h"
 #include "rendezvous/static_rendezvous.h"
-#include "rendezvous/tcp_store_client.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -19,19 +18,6 @@ using std::chrono::milliseconds;
 
 std::string StoreHost(const elastic::LaunchConfig& config) {
   return config.node_rank == 0 ? "127.0.0.1" : config.master_addr;
-}
-
-rendezvous::StoreConnector Connector(const elastic::LaunchConfig& config) {
-  const std::string host = StoreHost(config);
-  const int port = config.master_port.value_or(29500);
-  return [host, port](milliseconds timeout) -> std::shared_ptr<rendezvous::Store> {
-    rendezvous::ClientOptions options;
-    options.host = host;
-    options.port = port;
-    options.timeout = milliseconds{60'000};
-    options.connect_timeout = timeout;
-    return std::make_shared<rendezvous::TcpStoreClient>(options);
-  };
 }
 
 rendezvous::StaticRendezvousOptions RendezvousOptions(const elastic::LaunchConfig& config,
@@ -80,7 +66,9 @@ std::unique_ptr<LaunchBackend> MakeStaticBackend(asio::io_context& io,
         "", config.master_port.value_or(29500), linger, heartbeat_timeout, FreePortHint(config));
   }
   backend->rendezvous = std::make_unique<rendezvous::StaticRendezvous>(
-      RendezvousOptions(config, spec, settings), Connector(config));
+      RendezvousOptions(config, spec, settings),
+      TcpStoreConnector(StoreHost(config), config.master_port.value_or(29500),
+                        milliseconds{60'000}));
   backend->monitor = std::make_unique<NodeMonitor>(io, MonitorOptions(config, settings));
   backend->blocking = true;
   backend->agent_options.shutdown_timeout = config.shutdown_timeout;

@@ -44,7 +44,7 @@ class ThreadedMonitor : public elastic::PeerMonitor {
 
  protected:
   virtual std::unique_ptr<RoundWatch> StartWatch(const rendezvous::RendezvousInfo& round,
-                                            Post post) = 0;
+                                                 Post post) = 0;
 
  private:
   asio::io_context& io_;

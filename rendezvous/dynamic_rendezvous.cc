@@ -21,8 +21,8 @@ constexpr std::pair<RoundChange::Kind, const char*> kKindNames[] = {
 };
 
 milliseconds Left(std::chrono::steady_clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline -
-                                                             std::chrono::steady_clock::now());
+  const auto left =
+      std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
   return std::max(left, milliseconds{1});
 }
 
@@ -50,8 +50,8 @@ const char* RoundChange::KindName(Kind kind) {
 }
 
 std::string RoundChange::Encode() const {
-  return Json{{"kind", KindName(kind)}, {"group_rank", group_rank}, {"host", host},
-              {"detail", detail}}
+  return Json{
+      {"kind", KindName(kind)}, {"group_rank", group_rank}, {"host", host}, {"detail", detail}}
       .dump();
 }
 
@@ -74,15 +74,7 @@ RoundChange RoundChange::Decode(const std::string& text) {
 }
 
 DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<Store> store)
-    : options_(std::move(options)),
-      store_(std::move(store)),
-      prefix_("ddprun/rdzv/" + options_.run_id + "/") {}
-
-std::string DynamicRendezvous::RoundKey(int round, const std::string& name) const {
-  return prefix_ + "r" + std::to_string(round) + "/" + name;
-}
-
-std::string DynamicRendezvous::ClosedKey() const { return prefix_ + "closed"; }
+    : options_(std::move(options)), store_(std::move(store)), keys_{options_.run_id} {}
 
 FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous) {
   const auto deadline = Clock::now() + options_.join_timeout;
@@ -112,10 +104,13 @@ DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
     const int ticket = seq.Arrivals();
     const NodeDescriptor& node = options_.node;
     store_->SetString(RoundKey(round, "node/" + std::to_string(ticket)),
-                      Json{{"host", node.host}, {"addr", node.addr}, {"pid", node.pid},
-                           {"nproc", node.local_world_size}, {"at", WallClockMs()}}
+                      Json{{"host", node.host},
+                           {"addr", node.addr},
+                           {"pid", node.pid},
+                           {"nproc", node.local_world_size},
+                           {"at", WallClockMs()}}
                           .dump());
-    if (ticket == 1) store_->SetString(prefix_ + "round", std::to_string(round));
+    if (ticket == 1) store_->SetString(keys_.Hint(), std::to_string(round));
     if (missed_one) SignalWaiting(round - 1);
     if (round > 0) AwaitEndOf(round - 1, deadline);
     if (ticket >= options_.min_nodes) store_->SetString(RoundKey(round, "min"), "1");
@@ -141,10 +136,12 @@ void DynamicRendezvous::AwaitEndOf(int round, Clock::time_point deadline) {
     store_->Wait({RoundKey(round, "change")}, Left(deadline));
   } catch (const StoreTimeout&) {
     ThrowIfClosed();
-    throw RendezvousTimeoutError(
-        "round " + std::to_string(round) + " is full (the maximum of " +
-        std::to_string(options_.max_nodes) + " nodes) and none of its nodes left within "
-        "join_timeout=" + Seconds(options_.join_timeout) + "; raise the maximum of --nnodes");
+    throw RendezvousTimeoutError("round " + std::to_string(round) + " is full (the maximum of " +
+                                 std::to_string(options_.max_nodes) +
+                                 " nodes) and none of its nodes left within "
+                                 "join_timeout=" +
+                                 Seconds(options_.join_timeout) +
+                                 "; raise the maximum of --nnodes");
   }
   if (RoundChange::Decode(store_->GetString(RoundKey(round, "change"))).kind ==
       RoundChange::Kind::kClosed) {
@@ -162,7 +159,7 @@ bool DynamicRendezvous::EveryPreviousMemberAccounted(int round,
 
 // Common case: two WAITs (MIN, then the seal), each answered by the server when the key comes.
 std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
-                                                       Clock::time_point deadline) {
+                                                        Clock::time_point deadline) {
   const std::string sealed = RoundKey(ticket.round, "sealed");
   try {
     WaitBeating(RoundKey(ticket.round, "min"), ticket, Left(deadline));
@@ -210,11 +207,11 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
 void DynamicRendezvous::Seal(int round, bool last_call) {
   const SeqValue seq{store_->Add(RoundKey(round, "seq"), SeqValue::kSeal)};
   if (seq.Seals() != 1) return;
-  Json dropped = last_call && options_.keep_alive_interval.count() > 0
-                     ? Json::parse(DroppedJson(round, seq.Arrivals()))
-                     : Json::array();
+  const auto dropped = last_call && options_.keep_alive_interval.count() > 0
+                           ? DeadWhileForming(round, seq.Arrivals())
+                           : std::vector<std::pair<int, int>>{};
   int dropped_workers = 0;
-  for (const auto& entry : dropped) dropped_workers += entry.at(1).get<int>();
+  for (const auto& [ticket, nproc] : dropped) dropped_workers += nproc;
   const Json sealed{{"nodes", seq.Arrivals() - static_cast<int>(dropped.size())},
                     {"world", seq.Workers() - dropped_workers},
                     {"restarts", RestartCountFor(round)},
@@ -222,28 +219,29 @@ void DynamicRendezvous::Seal(int round, bool last_call) {
   store_->SetString(RoundKey(round, "sealed"), sealed.dump());
 }
 
-// [[ticket, nproc], ...] of the nodes silent for keep_alive_interval x keep_alive_max_attempt,
-// or [] when fewer than MIN would remain (the round then forms with everyone, as without it).
-std::string DynamicRendezvous::DroppedJson(int round, int nodes) {
+// The nodes silent for keep_alive_interval x keep_alive_max_attempt, or none when fewer than
+// MIN would remain (the round then forms with everyone, as without the check).
+std::vector<std::pair<int, int>> DynamicRendezvous::DeadWhileForming(int round, int nodes) {
   const std::int64_t patience =
       (options_.keep_alive_interval * options_.keep_alive_max_attempt).count();
   const std::int64_t now = WallClockMs();
-  Json dropped = Json::array();
+  std::vector<std::pair<int, int>> dropped;
   for (int ticket = 1; ticket <= nodes; ++ticket) {
     const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
     try {  // written right after the node's ADD; never, if it died in between
       store_->Wait({record}, options_.keep_alive_interval);
     } catch (const StoreTimeout&) {
-      return "[]";  // its worker count is unknown: drop nobody (the ring watch will, later)
+      return {};  // its worker count is unknown: drop nobody (the ring watch will, later)
     }
     const Json node = Json::parse(store_->GetString(record));
     std::int64_t last = node.value("at", now);
     const std::string beat = RoundKey(round, "fhb_at/" + std::to_string(ticket));
-    if (store_->Check({beat})) last = std::max<std::int64_t>(last, std::stoll(store_->GetString(beat)));
-    if (now - last > patience) dropped.push_back({ticket, node.value("nproc", 1)});
+    if (store_->Check({beat}))
+      last = std::max<std::int64_t>(last, std::stoll(store_->GetString(beat)));
+    if (now - last > patience) dropped.emplace_back(ticket, node.value("nproc", 1));
   }
-  if (nodes - static_cast<int>(dropped.size()) < options_.min_nodes) dropped = Json::array();
-  return dropped.dump();
+  if (nodes - static_cast<int>(dropped.size()) < options_.min_nodes) return {};
+  return dropped;
 }
 
 std::optional<FormedRound> DynamicRendezvous::ReadSealed(const Ticket& ticket) {
@@ -276,9 +274,8 @@ std::optional<FormedRound> DynamicRendezvous::ReadSealed(const Ticket& ticket) {
 int DynamicRendezvous::RestartCountFor(int round) {
   int restarts = 0;
   if (round > 0 && store_->Check({RoundKey(round - 1, "sealed")})) {
-    restarts = Json::parse(store_->GetString(RoundKey(round - 1, "sealed")))
-                   .at("restarts")
-                   .get<int>();
+    restarts =
+        Json::parse(store_->GetString(RoundKey(round - 1, "sealed"))).at("restarts").get<int>();
   }
   const bool failed = store_->Add(RoundKey(round, "failures"), 0) > 0;
   const bool lost_a_member = store_->Add(RoundKey(round, "gone"), 0) > 0;
@@ -291,9 +288,7 @@ RoundChange DynamicRendezvous::Announce(int round, const RoundChange& change) {
   return RoundChange::Decode(Store::ToString(now_stored));
 }
 
-void DynamicRendezvous::CountFailure(int round) {
-  store_->Add(RoundKey(round + 1, "failures"), 1);
-}
+void DynamicRendezvous::CountFailure(int round) { store_->Add(RoundKey(round + 1, "failures"), 1); }
 
 void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange& change) {
   const std::string token = options_.node.host + ":" + std::to_string(options_.node.pid);
@@ -301,7 +296,7 @@ void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange
   const std::string gone = RoundKey(round, "gone/" + std::to_string(group_rank));
   Announce(round, change);
   if (store_->CompareSet(gone, {}, mark) != mark) return;  // declared already
-  store_->Add(RoundKey(round + 1, "gone"), 1);  // before "accounted": read by the sealer
+  store_->Add(RoundKey(round + 1, "gone"), 1);             // before "accounted": read by the sealer
   const std::int64_t accounted = store_->Add(RoundKey(round + 1, "accounted"), 1);
   // The survivors may all have rejoined already (their workers failed with the lost peer's
   // connections): the declaration that accounts for the last member seals the next round.
@@ -319,16 +314,14 @@ int DynamicRendezvous::NodesWaiting(int round) {
 }
 
 void DynamicRendezvous::Close(int round) {
-  store_->SetString(ClosedKey(), "1");
+  store_->SetString(keys_.Closed(), "1");
   Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, "the job has finished"});
 }
 
-bool DynamicRendezvous::IsClosed() { return store_->Check({ClosedKey()}); }
+bool DynamicRendezvous::IsClosed() { return store_->Check({keys_.Closed()}); }
 
 // One ADD of 0 reads the decimal hint (a missing one reads, and becomes, 0).
-int DynamicRendezvous::RoundHint() {
-  return static_cast<int>(store_->Add(prefix_ + "round", 0));
-}
+int DynamicRendezvous::RoundHint() { return static_cast<int>(store_->Add(keys_.Hint(), 0)); }
 
 void DynamicRendezvous::ThrowIfClosed() {
   if (IsClosed()) {
@@ -340,11 +333,11 @@ void DynamicRendezvous::ThrowIfClosed() {
 void DynamicRendezvous::ThrowTooFew(int round) {
   ThrowIfClosed();
   const int arrived = SeqValue{store_->Add(RoundKey(round, "seq"), 0)}.Arrivals();
-  throw RendezvousTimeoutError(
-      "only " + std::to_string(arrived) + " of the minimum " +
-      std::to_string(options_.min_nodes) + " nodes joined round " + std::to_string(round) +
-      " within join_timeout=" + Seconds(options_.join_timeout) +
-      "; start the missing nodes or lower the minimum of --nnodes");
+  throw RendezvousTimeoutError("only " + std::to_string(arrived) + " of the minimum " +
+                               std::to_string(options_.min_nodes) + " nodes joined round " +
+                               std::to_string(round) +
+                               " within join_timeout=" + Seconds(options_.join_timeout) +
+                               "; start the missing nodes or lower the minimum of --nnodes");
 }
 
 }  // namespace ddprun::rendezvous

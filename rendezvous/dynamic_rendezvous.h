@@ -35,11 +35,24 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "rendezvous/rendezvous_handler.h"
 #include "rendezvous/store.h"
 
 namespace ddprun::rendezvous {
+
+// The names of one job's keys (layout above), for the rendezvous and for views of it.
+struct RendezvousKeys {
+  std::string run_id;
+  std::string Prefix() const { return "ddprun/rdzv/" + run_id + "/"; }
+  std::string Hint() const { return Prefix() + "round"; }
+  std::string Closed() const { return Prefix() + "closed"; }
+  std::string Round(int round, const std::string& name) const {
+    return Prefix() + "r" + std::to_string(round) + "/" + name;
+  }
+};
 
 // What a node announces about itself when it joins a round.
 struct NodeDescriptor {
@@ -130,8 +143,9 @@ class DynamicRendezvous {
   bool IsClosed();
 
   // Key names, for monitors and views.
-  std::string RoundKey(int round, const std::string& name) const;
-  std::string ClosedKey() const;
+  std::string RoundKey(int round, const std::string& name) const {
+    return keys_.Round(round, name);
+  }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -143,7 +157,8 @@ class DynamicRendezvous {
   Ticket Arrive(int round, const std::optional<FormedRound>& previous, Clock::time_point deadline);
   // Wait for `key`, beating (fhb_at/<ticket>) every keep_alive_interval meanwhile.
   void WaitBeating(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout);
-  std::string DroppedJson(int round, int nodes);
+  // (ticket, nproc) of the nodes of `round`'s `nodes` arrivals that died while it formed.
+  std::vector<std::pair<int, int>> DeadWhileForming(int round, int nodes);
   void SignalWaiting(int round);
   void AwaitEndOf(int round, Clock::time_point deadline);
   bool EveryPreviousMemberAccounted(int round, const std::optional<FormedRound>& previous);
@@ -158,7 +173,7 @@ class DynamicRendezvous {
 
   DynamicRendezvousOptions options_;
   std::shared_ptr<Store> store_;
-  std::string prefix_;
+  RendezvousKeys keys_;
 };
 
 }  // namespace ddprun::rendezvous

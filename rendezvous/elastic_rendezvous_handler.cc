@@ -9,7 +9,7 @@ namespace ddprun::rendezvous {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr milliseconds kConnectSlice{1000};  // Shutdown() is seen between connect attempts
+constexpr milliseconds kConnectSlice{1000};         // Shutdown() is seen between connect attempts
 constexpr milliseconds kOwnConnectTimeout{10'000};  // a barrier's own connection
 
 }  // namespace
@@ -17,7 +17,10 @@ constexpr milliseconds kOwnConnectTimeout{10'000};  // a barrier's own connectio
 ElasticRendezvousHandler::ElasticRendezvousHandler(ElasticHandlerOptions options,
                                                    StoreConnector connect,
                                                    WorkerStoreHost& worker_store)
-    : options_(std::move(options)), connect_(std::move(connect)), worker_store_(worker_store) {}
+    : options_(std::move(options)),
+      keys_{options_.rendezvous.run_id},
+      connect_(std::move(connect)),
+      worker_store_(worker_store) {}
 
 Store& ElasticRendezvousHandler::Connected() {
   if (store_) return *store_;
@@ -25,8 +28,8 @@ Store& ElasticRendezvousHandler::Connected() {
   std::string last_error = "no attempt";
   while (std::chrono::steady_clock::now() < deadline) {
     if (shutdown_) ThrowClosed();
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline -
-                                                               std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     try {
       auto store = connect_(std::clamp(left, milliseconds{1}, kConnectSlice));
       std::lock_guard lock(mutex_);
@@ -39,7 +42,8 @@ Store& ElasticRendezvousHandler::Connected() {
     }
   }
   throw RendezvousConnectionError("the rendezvous store never answered within join_timeout (" +
-                                  last_error + "); start the node of --rdzv_endpoint, or check "
+                                  last_error +
+                                  "); start the node of --rdzv_endpoint, or check "
                                   "its address");
 }
 
@@ -60,7 +64,7 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
 
 // Rank 0 serves the workers' store and tells the others where it is.
 RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
-  const std::string master_key = RoundKey(formed.round, "master");
+  const std::string master_key = keys_.Round(formed.round, "master");
   HostPort master{options_.advertised_addr, 0};
   if (formed.group_rank == 0) {
     master.port = worker_store_.Serve();
@@ -70,7 +74,7 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
     store_->Wait({master_key}, options_.read_timeout);
     master = ParseHostPort(store_->GetString(master_key), "the round's worker store");
   }
-  round_store_ = std::make_shared<PrefixStore>(RoundKey(formed.round, "agent"), store_);
+  round_store_ = std::make_shared<PrefixStore>(keys_.Round(formed.round, "agent"), store_);
   RendezvousInfo info;
   info.store = round_store_.get();
   info.group_rank = formed.group_rank;
@@ -82,7 +86,7 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
   info.base_global_rank = formed.base_global_rank;
   info.global_world_size = formed.global_world_size;
   info.restart_count = formed.restart_count;
-  info.open_round_store = [connect = connect_, prefix = RoundKey(formed.round, "agent")] {
+  info.open_round_store = [connect = connect_, prefix = keys_.Round(formed.round, "agent")] {
     return std::make_shared<PrefixStore>(prefix, connect(kOwnConnectTimeout));
   };
   return info;
@@ -94,13 +98,13 @@ void ElasticRendezvousHandler::AnnounceRoundEnd(const RoundEnd& end) {
   const NodeDescriptor& node = options_.rendezvous.node;
   if (end.kind == RoundEnd::Kind::kFailure) {
     rendezvous_->CountFailure(current->round);
-    rendezvous_->Announce(current->round, {RoundChange::Kind::kFailure, current->group_rank,
-                                           node.host, end.record});
+    rendezvous_->Announce(
+        current->round, {RoundChange::Kind::kFailure, current->group_rank, node.host, end.record});
     return;
   }
-  rendezvous_->DeclareGone(current->round, current->group_rank,
-                           {RoundChange::Kind::kNodeLeaving, current->group_rank, node.host,
-                            end.record});
+  rendezvous_->DeclareGone(
+      current->round, current->group_rank,
+      {RoundChange::Kind::kNodeLeaving, current->group_rank, node.host, end.record});
 }
 
 void ElasticRendezvousHandler::SetClosed() {
@@ -120,13 +124,8 @@ std::optional<FormedRound> ElasticRendezvousHandler::Current() const {
   return current_;
 }
 
-std::string ElasticRendezvousHandler::RoundKey(int round, const std::string& name) const {
-  return "ddprun/rdzv/" + options_.rendezvous.run_id + "/r" + std::to_string(round) + "/" + name;
-}
-
 void ElasticRendezvousHandler::ThrowClosed() const {
-  throw RendezvousClosedError("the rendezvous '" + options_.rendezvous.run_id +
-                              "' was shut down");
+  throw RendezvousClosedError("the rendezvous '" + options_.rendezvous.run_id + "' was shut down");
 }
 
 }  // namespace ddprun::rendezvous

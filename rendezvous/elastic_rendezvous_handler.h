@@ -44,18 +44,15 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   bool Elastic() const override { return true; }
   void AnnounceRoundEnd(const RoundEnd& end) override;
 
+ private:
   // The round this node is a member of (none before the first one formed).
   std::optional<FormedRound> Current() const;
-  // Key names of the protocol (a monitor uses them on a connection of its own).
-  std::string RoundKey(int round, const std::string& name) const;
-  const DynamicRendezvousOptions& Options() const { return options_.rendezvous; }
-
- private:
   Store& Connected();
   RendezvousInfo Publish(const FormedRound& formed);
   [[noreturn]] void ThrowClosed() const;
 
   ElasticHandlerOptions options_;
+  RendezvousKeys keys_;
   StoreConnector connect_;
   WorkerStoreHost& worker_store_;
   std::shared_ptr<Store> store_;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/dynamic_rendezvous.h"
+
 namespace ddprun::rendezvous {
 class Store;
 }
@@ -16,15 +18,7 @@ class Store;
 namespace ddprun::tools {
 
 // Key names under "ddprun/rdzv/<run_id>/" (as DynamicRendezvous writes them).
-struct RdzvKeys {
-  std::string run_id;
-  std::string Prefix() const { return "ddprun/rdzv/" + run_id + "/"; }
-  std::string Hint() const { return Prefix() + "round"; }
-  std::string Closed() const { return Prefix() + "closed"; }
-  std::string Round(int round, const std::string& name) const {
-    return Prefix() + "r" + std::to_string(round) + "/" + name;
-  }
-};
+using RdzvKeys = rendezvous::RendezvousKeys;  // the protocol's own key names
 
 // `node/<ticket>`: {host, addr, pid, nproc}.
 struct RdzvNode {
