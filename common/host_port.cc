@@ -40,4 +40,22 @@ HostPort ParseHostPort(const std::string& text, const std::string& what) {
   return {text.substr(0, colon), ParsePort(text.substr(colon + 1), text, what)};
 }
 
+std::vector<HostPort> ParseHostPortList(const std::string& text, const std::string& what) {
+  std::vector<HostPort> endpoints;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    std::string entry = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    entry.erase(0, entry.find_first_not_of(' '));
+    entry.erase(entry.find_last_not_of(' ') + 1);
+    if (entry.empty()) {
+      throw UsageError(what + "=" + text +
+                       ": an empty endpoint in the list; write HOST[:PORT][,HOST[:PORT]...]");
+    }
+    endpoints.push_back(ParseHostPort(entry, what));
+    if (comma == std::string::npos) return endpoints;
+    start = comma + 1;
+  }
+}
+
 }  // namespace ddprun

@@ -2,6 +2,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ddprun {
 
@@ -14,5 +15,9 @@ struct HostPort {
 // Parses "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 address. Throws UsageError
 // naming `what` (e.g. "--rdzv_endpoint") when the port is not an integer in 0..65535.
 HostPort ParseHostPort(const std::string& text, const std::string& what);
+
+// A comma-separated list of endpoints ("h1:p1,h2:p2"; one entry is a list of one). Throws
+// UsageError naming `what` for an empty entry or a bad port.
+std::vector<HostPort> ParseHostPortList(const std::string& text, const std::string& what);
 
 }  // namespace ddprun

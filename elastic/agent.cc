@@ -103,6 +103,9 @@ void Agent::OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception
 }
 
 void Agent::TakeRound(const rendezvous::RendezvousInfo& info, const std::vector<PeerInfo>& peers) {
+  for (const auto& [event, fields] : info.events) {  // the round's own (e.g. the store moved)
+    Emit(event, nlohmann::json::parse(fields, nullptr, false));
+  }
   info_ = info;
   peers_ = peers;
   lost_.reset();

@@ -38,7 +38,11 @@ void Agent::HandleRemoteFailure(const NodeFailure& record) {
 
 void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
   if (state_ != State::kHealthy && state_ != State::kExitBarrier) return;
-  Emit("node_lost", {{"node", node_rank}, {"reason", reason}});
+  if (node_rank >= 0) {
+    Emit("node_lost", {{"node", node_rank}, {"reason", reason}});
+  } else {  // the rendezvous handler decides next round whether it is lost (store_lost)
+    Emit("store_unreachable", {{"reason", reason}});
+  }
   if (Elastic()) {
     const std::string what =
         node_rank >= 0 ? "node " + std::to_string(node_rank) + " lost: " + reason : reason;

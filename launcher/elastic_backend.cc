@@ -13,6 +13,7 @@
 #include "common/hostname.h"
 #include "common/logging.h"
 #include "launcher/elastic_monitor.h"
+#include "launcher/tcp_store_site.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -74,23 +75,6 @@ class ThreadWorkerStoreHost : public rendezvous::WorkerStoreHost {
   std::unique_ptr<StoreServerThread> server_;
 };
 
-// Serves the rendezvous store when this node is the endpoint's host; nullptr when another
-// process already serves the port, or the endpoint is elsewhere.
-std::unique_ptr<StoreServerThread> MaybeServeRendezvousStore(const elastic::LaunchConfig& config,
-                                                             const HostPort& endpoint) {
-  const auto& settings = config.rdzv_settings;
-  if (!ServesRendezvousStore(config)) return nullptr;
-  const int port = endpoint.port.value_or(kDefaultC10dPort);
-  const auto linger = std::max(milliseconds{10'000}, settings.HeartbeatTimeout());
-  try {
-    return std::make_unique<StoreServerThread>("", port, linger, settings.HeartbeatTimeout());
-  } catch (const UsageError& in_use) {
-    spdlog::info("rendezvous store port {} is already served ({}); joining as a client", port,
-                 in_use.what());
-    return nullptr;
-  }
-}
-
 rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConfig& config,
                                                        const elastic::WorkerSpec& spec) {
   rendezvous::DynamicRendezvousOptions options;
@@ -110,8 +94,15 @@ rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConf
 
 }  // namespace
 
+std::vector<HostPort> RendezvousEndpoints(const elastic::LaunchConfig& config) {
+  std::vector<HostPort> endpoints =
+      ParseHostPortList(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
+  for (HostPort& endpoint : endpoints) endpoint.port = endpoint.port.value_or(kDefaultC10dPort);
+  return endpoints;
+}
+
 bool ServesRendezvousStore(const elastic::LaunchConfig& config) {
-  const HostPort endpoint = ParseHostPort(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
+  const HostPort endpoint = RendezvousEndpoints(config).front();
   const std::vector<std::string> names{Hostname(), Fqdn(), config.local_addr.value_or("")};
   return config.rdzv_settings.is_host.value_or(
       NamesThisMachine(endpoint.host, names, InterfaceAddresses()));
@@ -134,23 +125,34 @@ std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
                                                   const elastic::LaunchConfig& config,
                                                   const elastic::WorkerSpec& spec) {
   const auto& settings = config.rdzv_settings;
-  const HostPort endpoint = ParseHostPort(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
-  const int port = endpoint.port.value_or(kDefaultC10dPort);
   auto backend = std::make_unique<LaunchBackend>();
-  backend->rendezvous_store = MaybeServeRendezvousStore(config, endpoint);
-  const std::string store_host = backend->rendezvous_store ? "127.0.0.1" : endpoint.host;
+  backend->store_site = std::make_unique<TcpStoreSite>(TcpStoreSiteOptions{
+      settings.read_timeout, std::max(milliseconds{10'000}, settings.HeartbeatTimeout()),
+      settings.HeartbeatTimeout()});
   backend->worker_store = std::make_unique<ThreadWorkerStoreHost>();
   rendezvous::ElasticHandlerOptions handler;
   handler.rendezvous = RendezvousOptions(config, spec);
   handler.advertised_addr = handler.rendezvous.node.addr;
   handler.read_timeout = settings.read_timeout;
-  backend->rendezvous = std::make_unique<rendezvous::ElasticRendezvousHandler>(
-      handler, TcpStoreConnector(store_host, port, settings.read_timeout), *backend->worker_store);
+  handler.endpoints = RendezvousEndpoints(config);
+  handler.serve_first = ServesRendezvousStore(config);
+  handler.failover.run_id = config.rdzv_id;
+  handler.failover.port = handler.endpoints.front().port.value_or(kDefaultC10dPort);
+  handler.failover.window = settings.HeartbeatTimeout();
+  auto rendezvous = std::make_unique<rendezvous::ElasticRendezvousHandler>(
+      handler, *backend->store_site, *backend->worker_store);
+  // The round's watch connects to wherever the round's store is (it moves when lost); a reply
+  // later than the heartbeat timeout means the store is lost.
+  const rendezvous::ElasticRendezvousHandler* where = rendezvous.get();
+  const auto reply_timeout = settings.HeartbeatTimeout();
+  rendezvous::StoreConnector connect_round_store = [where, reply_timeout](milliseconds timeout) {
+    const HostPort at = where->StoreAddress();
+    return TcpStoreConnector(at.host, at.port.value_or(kDefaultC10dPort), reply_timeout)(timeout);
+  };
+  backend->rendezvous = std::move(rendezvous);
   backend->monitor = std::make_unique<ElasticMonitor>(
-      io,
-      ElasticMonitorOptions{handler.rendezvous,
-                            TcpStoreConnector(store_host, port, settings.HeartbeatTimeout() * 2),
-                            settings.keep_alive_interval, settings.keep_alive_max_attempt});
+      io, ElasticMonitorOptions{handler.rendezvous, std::move(connect_round_store),
+                                settings.keep_alive_interval, settings.keep_alive_max_attempt});
   backend->blocking = true;
   backend->agent_options.shutdown_timeout = config.shutdown_timeout;
   backend->agent_options.failure_barrier_timeout = settings.HeartbeatTimeout();

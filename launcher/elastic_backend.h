@@ -1,14 +1,16 @@
 // The elastic backend (--rdzv_backend=c10d with --nnodes=N>1 or MIN:MAX): the agent joins rounds
 // of the dynamic rendezvous at --rdzv_endpoint (default port 29400), serves its round's worker
 // store when it has group rank 0, watches the round (ElasticMonitor), and re-rendezvouses when
-// a node fails, is lost or arrives. The node whose address matches the endpoint's host (or with
-// rdzv_conf is_host=true) serves the rendezvous store on its own thread; one that finds the
-// port already served joins as a client, as torchrun 2.x does (several agents on one host, or
-// a separate `ddprun-store serve`).
+// a node fails, is lost or arrives. The node whose address matches the (first) endpoint's host
+// (or with rdzv_conf is_host=true) serves the rendezvous store on its own thread; one that
+// finds the port already served joins as a client, as torchrun 2.x does (several agents on one
+// host, or a separate `ddprun-store serve`). When the store is lost, it moves to a member of
+// the last round (TcpStoreSite serves it there).
 #pragma once
 #include <string>
 #include <vector>
 
+#include "common/host_port.h"
 #include "launcher/launch_backend.h"
 
 namespace ddprun::launcher {
@@ -17,6 +19,10 @@ namespace ddprun::launcher {
 // --local_addr, or a name resolving to one of `local_addresses` (numeric, as getifaddrs gives).
 bool NamesThisMachine(const std::string& host, const std::vector<std::string>& names,
                       const std::vector<std::string>& local_addresses);
+
+// --rdzv_endpoint as a list (a ddprun extension; one endpoint keeps torchrun's meaning), each
+// with its port (default 29400): the first one serves the store at first (docs/elastic.md).
+std::vector<HostPort> RendezvousEndpoints(const elastic::LaunchConfig& config);
 
 // Whether this node serves the rendezvous store of `config` (is_host, else the endpoint's host
 // names this machine): what the launch will try, and what --dry_run shows.

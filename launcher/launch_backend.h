@@ -12,12 +12,14 @@
 #include "rendezvous/elastic_rendezvous_handler.h"
 #include "rendezvous/rendezvous_handler.h"
 #include "rendezvous/static_rendezvous.h"
+#include "rendezvous/store_failover.h"
 
 namespace ddprun::launcher {
 
 // Members are destroyed bottom-up: the monitor first, the rendezvous store this node serves
 // last (it lingers until its clients are gone).
 struct LaunchBackend {
+  std::unique_ptr<rendezvous::StoreSite> store_site;          // elastic: serves a store it holds
   std::unique_ptr<StoreServerThread> rendezvous_store;        // served here, or null
   std::unique_ptr<rendezvous::WorkerStoreHost> worker_store;  // elastic rounds' worker store
   std::unique_ptr<rendezvous::RendezvousHandler> rendezvous;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 
 namespace ddprun::rendezvous {
@@ -108,7 +109,10 @@ DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
                            {"addr", node.addr},
                            {"pid", node.pid},
                            {"nproc", node.local_world_size},
-                           {"at", WallClockMs()}}
+                           {"at", WallClockMs()},
+                           {"store", node.serves_store},
+                           {"prev", previous && previous->round + 1 == round ? previous->group_rank
+                                                                              : -1}}
                           .dump());
     if (ticket == 1) store_->SetString(keys_.Hint(), std::to_string(round));
     if (missed_one) SignalWaiting(round - 1);
@@ -154,7 +158,14 @@ bool DynamicRendezvous::EveryPreviousMemberAccounted(int round,
   if (!previous || previous->round + 1 != round) return false;
   const std::int64_t accounted = store_->Add(RoundKey(round, "accounted"), 1);
   if (accounted < previous->group_world_size) return false;
-  return SeqValue{store_->Add(RoundKey(round, "seq"), 0)}.Arrivals() >= options_.min_nodes;
+  return AccountedAndSealable(round);
+}
+
+bool DynamicRendezvous::AccountedAndSealable(int round) {
+  const SeqValue seq{store_->Add(RoundKey(round, "seq"), 0)};
+  if (seq.Seals() > 0) return false;
+  if (seq.Arrivals() >= options_.min_nodes) return true;
+  return !CountQuorum(round, seq.Arrivals(), {}).Holds();  // no later arrival can restore it
 }
 
 // Common case: two WAITs (MIN, then the seal), each answered by the server when the key comes.
@@ -199,6 +210,46 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
       if (Clock::now() >= deadline) throw;
     }
     store_->SetString(beat, std::to_string(WallClockMs()));
+    if (ticket.seq.Arrivals() == 1 && ticket.round > 0) SweepSilentMembers(ticket.round);
+  }
+}
+
+void DynamicRendezvous::SweepSilentMembers(int round) {
+  const std::string previous_sealed = RoundKey(round - 1, "sealed");
+  if (!store_->Check({previous_sealed})) return;
+  const int members = Json::parse(store_->GetString(previous_sealed)).at("nodes").get<int>();
+  if (store_->Add(RoundKey(round, "accounted"), 0) >= members) return;
+  std::set<int> rejoined;
+  const int arrivals = SeqValue{store_->Add(RoundKey(round, "seq"), 0)}.Arrivals();
+  for (int ticket = 1; ticket <= arrivals; ++ticket) {
+    const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
+    if (store_->Check({record})) rejoined.insert(Json::parse(store_->GetString(record)).value("prev", -1));
+  }
+  const std::int64_t patience =
+      (options_.keep_alive_interval * options_.keep_alive_max_attempt).count();
+  const std::string base_key = RoundKey(round - 1, "hb_base");
+  const std::optional<std::int64_t> base =
+      store_->Check({base_key})
+          ? std::optional<std::int64_t>(std::stoll(store_->GetString(base_key)))
+          : std::nullopt;
+  const std::int64_t now = WallClockMs();
+  for (int rank = 0; rank < members; ++rank) {
+    if (rejoined.contains(rank) || store_->Check({RoundKey(round - 1, "gone/" + std::to_string(rank))})) {
+      continue;
+    }
+    const std::string beat = RoundKey(round - 1, "hb_at/" + std::to_string(rank));
+    const std::optional<std::int64_t> last =
+        store_->Check({beat}) ? std::optional<std::int64_t>(std::stoll(store_->GetString(beat)))
+                              : base;
+    if (!last || now - *last <= patience) continue;
+    std::string host = "<unknown>";
+    const std::string record = RoundKey(round - 1, "node/" + std::to_string(rank + 1));
+    if (store_->Check({record})) host = Json::parse(store_->GetString(record)).value("host", host);
+    DeclareGone(round - 1, rank,
+                {RoundChange::Kind::kNodeLost, rank, host,
+                 "heartbeats stopped " + Seconds(milliseconds{now - *last}) +
+                     " ago and it did not rejoin (seen by round " + std::to_string(round) +
+                     "'s first node)"});
   }
 }
 
@@ -212,11 +263,67 @@ void DynamicRendezvous::Seal(int round, bool last_call) {
                            : std::vector<std::pair<int, int>>{};
   int dropped_workers = 0;
   for (const auto& [ticket, nproc] : dropped) dropped_workers += nproc;
-  const Json sealed{{"nodes", seq.Arrivals() - static_cast<int>(dropped.size())},
-                    {"world", seq.Workers() - dropped_workers},
-                    {"restarts", RestartCountFor(round)},
-                    {"dropped", dropped}};
+  Json sealed{{"nodes", seq.Arrivals() - static_cast<int>(dropped.size())},
+              {"world", seq.Workers() - dropped_workers},
+              {"restarts", RestartCountFor(round)},
+              {"dropped", dropped}};
+  const Quorum quorum = CountQuorum(round, seq.Arrivals(), dropped);
+  if (quorum.needed) {
+    sealed["quorum"] = quorum.Holds();
+    sealed["survivors"] = quorum.survivors;
+    sealed["members"] = quorum.members;
+    sealed["needed"] = quorum.Needed();
+  }
   store_->SetString(RoundKey(round, "sealed"), sealed.dump());
+  if (quorum.Holds()) return;
+  // This side stops: wake the round's nodes still waiting for MIN, and tell later ones why.
+  const std::string why =
+      QuorumMessage(round, quorum.survivors, quorum.members, quorum.Needed());
+  store_->SetString(RoundKey(round, "min"), "1");
+  store_->SetString(keys_.Closed(), why);
+  Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, why});
+}
+
+// Needed after a loss (lost > 0) and in a moved store's first round (strict): the survivors are
+// the round's nodes that were members of the previous round (their records' "prev").
+DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
+    int round, int nodes, const std::vector<std::pair<int, int>>& dropped) {
+  Quorum quorum;
+  if (round == 0) return quorum;
+  quorum.strict = store_->Check({RoundKey(round, "strict")});
+  quorum.needed = quorum.strict || store_->Add(RoundKey(round, "lost"), 0) > 0;
+  if (!quorum.needed || !store_->Check({RoundKey(round - 1, "sealed")})) {
+    quorum.needed = false;
+    return quorum;
+  }
+  const Json previous = Json::parse(store_->GetString(RoundKey(round - 1, "sealed")));
+  quorum.members = previous.at("nodes").get<int>() -
+                   static_cast<int>(store_->Add(RoundKey(round, "left"), 0));
+  std::set<int> skipped;
+  for (const auto& [ticket, nproc] : dropped) skipped.insert(ticket);
+  std::set<int> survivors;
+  for (int ticket = 1; ticket <= nodes; ++ticket) {
+    if (skipped.contains(ticket)) continue;
+    const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
+    try {  // written right after the node's ADD; a node that died in between does not count
+      store_->Wait({record}, std::max(options_.keep_alive_interval, milliseconds{1000}));
+    } catch (const StoreTimeout&) {
+      continue;
+    }
+    const int prev = Json::parse(store_->GetString(record)).value("prev", -1);
+    if (prev >= 0) survivors.insert(prev);
+  }
+  quorum.survivors = static_cast<int>(survivors.size());
+  return quorum;
+}
+
+std::string DynamicRendezvous::QuorumMessage(int round, int survivors, int members,
+                                             int needed) const {
+  return "lost quorum: only " + std::to_string(survivors) + " of the " +
+         std::to_string(members) + " nodes of round " + std::to_string(round - 1) +
+         " came back to the rendezvous store (at least " + std::to_string(needed) +
+         " needed); the others may be training on the other side of a network partition, so "
+         "this side stops";
 }
 
 // The nodes silent for keep_alive_interval x keep_alive_max_attempt, or none when fewer than
@@ -246,6 +353,11 @@ std::vector<std::pair<int, int>> DynamicRendezvous::DeadWhileForming(int round, 
 
 std::optional<FormedRound> DynamicRendezvous::ReadSealed(const Ticket& ticket) {
   const Json sealed = Json::parse(store_->GetString(RoundKey(ticket.round, "sealed")));
+  if (!sealed.value("quorum", true)) {
+    throw RendezvousQuorumError(QuorumMessage(ticket.round, sealed.at("survivors").get<int>(),
+                                              sealed.at("members").get<int>(),
+                                              sealed.at("needed").get<int>()));
+  }
   const int mine = ticket.seq.Arrivals();
   int dropped_before = 0;
   int dropped_workers_before = 0;
@@ -296,17 +408,16 @@ void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange
   const std::string gone = RoundKey(round, "gone/" + std::to_string(group_rank));
   Announce(round, change);
   if (store_->CompareSet(gone, {}, mark) != mark) return;  // declared already
-  store_->Add(RoundKey(round + 1, "gone"), 1);             // before "accounted": read by the sealer
+  store_->Add(RoundKey(round + 1, "gone"), 1);  // before "accounted": read by the sealer
+  if (change.kind == RoundChange::Kind::kNodeLost) store_->Add(RoundKey(round + 1, "lost"), 1);
+  if (change.kind == RoundChange::Kind::kNodeLeaving) store_->Add(RoundKey(round + 1, "left"), 1);
   const std::int64_t accounted = store_->Add(RoundKey(round + 1, "accounted"), 1);
   // The survivors may all have rejoined already (their workers failed with the lost peer's
   // connections): the declaration that accounts for the last member seals the next round.
   if (!store_->Check({RoundKey(round, "sealed")})) return;
   const int members =
       Json::parse(store_->GetString(RoundKey(round, "sealed"))).at("nodes").get<int>();
-  const SeqValue next{store_->Add(RoundKey(round + 1, "seq"), 0)};
-  if (accounted >= members && next.Arrivals() >= options_.min_nodes && next.Seals() == 0) {
-    Seal(round + 1);
-  }
+  if (accounted >= members && AccountedAndSealable(round + 1)) Seal(round + 1);
 }
 
 int DynamicRendezvous::NodesWaiting(int round) {
@@ -324,10 +435,75 @@ bool DynamicRendezvous::IsClosed() { return store_->Check({keys_.Closed()}); }
 int DynamicRendezvous::RoundHint() { return static_cast<int>(store_->Add(keys_.Hint(), 0)); }
 
 void DynamicRendezvous::ThrowIfClosed() {
-  if (IsClosed()) {
-    throw RendezvousClosedError("the rendezvous '" + options_.run_id +
-                                "' is closed: the job has finished");
+  if (!IsClosed()) return;
+  const std::string why = store_->GetString(keys_.Closed());
+  if (why != "1") throw RendezvousQuorumError(why);
+  throw RendezvousClosedError("the rendezvous '" + options_.run_id +
+                              "' is closed: the job has finished");
+}
+
+std::vector<RoundMember> DynamicRendezvous::Members(int round, int count) {
+  const Json sealed = Json::parse(store_->GetString(RoundKey(round, "sealed")));
+  std::set<int> dropped;
+  for (const auto& entry : sealed.value("dropped", Json::array())) {
+    dropped.insert(entry.at(0).get<int>());
   }
+  const int tickets = sealed.at("nodes").get<int>() + static_cast<int>(dropped.size());
+  std::vector<std::string> records;
+  for (int ticket = 1; ticket <= tickets && static_cast<int>(records.size()) < count; ++ticket) {
+    if (!dropped.contains(ticket)) records.push_back(RoundKey(round, "node/" + std::to_string(ticket)));
+  }
+  std::vector<RoundMember> members;
+  if (records.empty() || !store_->Check(records)) return members;  // one died before its record
+  const std::vector<Bytes> values = store_->MultiGet(records);
+  for (const Bytes& value : values) {
+    const Json node = Json::parse(Store::ToString(value));
+    members.push_back({static_cast<int>(members.size()),
+                       {node.value("host", ""), node.value("addr", ""), node.value("pid", 0),
+                        node.value("nproc", 1), node.value("store", false)}});
+  }
+  return members;
+}
+
+MovedStoreMarker ReadMovedStoreMarker(Store& store, const RendezvousKeys& keys) {
+  if (!store.Check({keys.MovedStore()})) return {};
+  const Json marker = Json::parse(store.GetString(keys.MovedStore()));
+  return {marker.at("epoch").get<int>(), marker.at("addr").get<std::string>(),
+          marker.at("basis").get<int>()};
+}
+
+void DynamicRendezvous::SeedMovedStore(const FormedRound& basis,
+                                       const std::vector<RoundMember>& members, int lost_rank,
+                                       const MovedStoreMarker& marker) {
+  const int round = basis.round;
+  store_->SetString(keys_.Hint(), std::to_string(round + 1));
+  for (const RoundMember& member : members) {  // for views and the sweep's messages
+    const NodeDescriptor& node = member.node;
+    store_->SetString(RoundKey(round, "node/" + std::to_string(member.group_rank + 1)),
+                      Json{{"host", node.host}, {"addr", node.addr}, {"pid", node.pid},
+                           {"nproc", node.local_world_size}, {"store", node.serves_store}}
+                          .dump());
+  }
+  store_->SetString(RoundKey(round, "sealed"), Json{{"nodes", basis.group_world_size},
+                                                    {"world", basis.global_world_size},
+                                                    {"restarts", basis.restart_count},
+                                                    {"dropped", Json::array()}}
+                                                   .dump());
+  store_->SetString(RoundKey(round, "hb_base"), std::to_string(WallClockMs()));
+  store_->SetString(RoundKey(round + 1, "strict"), "1");
+  std::string host = "<unknown>";
+  for (const RoundMember& member : members) {
+    if (member.group_rank == lost_rank) host = member.node.host;
+  }
+  const RoundChange lost{RoundChange::Kind::kNodeLost, lost_rank, host,
+                         "the rendezvous store it served was lost"};
+  if (lost_rank >= 0) {
+    DeclareGone(round, lost_rank, lost);
+  } else {
+    Announce(round, lost);
+  }
+  store_->SetString(keys_.MovedStore(),
+                    Json{{"epoch", marker.epoch}, {"addr", marker.addr}, {"basis", round}}.dump());
 }
 
 void DynamicRendezvous::ThrowTooFew(int round) {

@@ -5,7 +5,9 @@
 //   seq      one packed counter: arrivals (ticket), their workers (rank base), and the seal.
 //            A join is one ADD; the ADD that seals the round is atomic with every arrival, so
 //            a node either made the round or knows at once that it is late.
-//   node/<t> the node with ticket t (group rank t-1): JSON {host, addr, pid, nproc}.
+//   node/<t> the node with ticket t (group rank t-1): JSON {host, addr, pid, nproc, at, store,
+//            prev}: `store` when it serves the rendezvous store, `prev` its group rank in
+//            round k-1 (-1: a newcomer).
 //   gone/<r> set once group rank r of round k is declared lost or leaving.
 //   min      set once MIN nodes arrived (starts everyone's last call).
 //   sealed   {"nodes", "world", "restarts", "dropped": [[ticket, nproc], ...]}, written by the
@@ -15,13 +17,19 @@
 //            round k-1's size with at least MIN arrivals, round k seals at once (no last call).
 //   failures number of worker failures that ended round k-1; the restart count moves on when
 //            there was one and `gone` (members of round k-1 declared lost or leaving) is 0.
+//   lost, left  members of round k-1 declared lost / leaving: after a loss, round k seals only
+//            with a quorum of round k-1 (docs/elastic.md, failover): sealed gets "quorum",
+//            "survivors" and "members", and a round without quorum fails every member.
+//   strict   seeded in a moved store's first round: its quorum is more than half, not half.
+//   hb_base  seeded in a moved store's basis round: when its members' beats start to count.
 //   change   the first reason round k must end (failure, node lost, node waiting, leaving).
 //   hb/<t>   heartbeat counter of group rank t (ticket t+1); its ring neighbour watches it;
 //   hb_at/<t> the wall-clock time (epoch ms) of its last beat, for views.
 //   master   "host:port" of the round's worker store (served by group rank 0).
 //   agent/   the round's agent keys (failure and exit barriers).
-// plus "ddprun/rdzv/<run_id>/round" (the newest round opened, a hint for joiners) and
-// "ddprun/rdzv/<run_id>/closed" once the job has finished.
+// plus "ddprun/rdzv/<run_id>/round" (the newest round opened, a hint for joiners),
+// "ddprun/rdzv/<run_id>/closed" once the job has finished (its value: why), and
+// "ddprun/rdzv/<run_id>/store" in a store that took over from a lost one: {epoch, addr, basis}.
 // Round k+1 forms only after round k has a change (its members are leaving it), so a newcomer
 // never starts a second group. A round seals when MAX nodes arrived, when every member of the
 // previous round is accounted for (with MIN arrivals), or when last_call_timeout passed since
@@ -49,6 +57,7 @@ struct RendezvousKeys {
   std::string Prefix() const { return "ddprun/rdzv/" + run_id + "/"; }
   std::string Hint() const { return Prefix() + "round"; }
   std::string Closed() const { return Prefix() + "closed"; }
+  std::string MovedStore() const { return Prefix() + "store"; }
   std::string Round(int round, const std::string& name) const {
     return Prefix() + "r" + std::to_string(round) + "/" + name;
   }
@@ -60,6 +69,20 @@ struct NodeDescriptor {
   std::string addr;       // address other nodes reach it at (--local_addr or FQDN)
   int pid = 0;
   int local_world_size = 1;
+  bool serves_store = false;  // this node's agent serves the rendezvous store
+};
+
+// A member of a formed round, as the others know it.
+struct RoundMember {
+  int group_rank = 0;
+  NodeDescriptor node;
+};
+
+// The marker of a store that took over from a lost one (epoch 0: the original store).
+struct MovedStoreMarker {
+  int epoch = 0;
+  std::string addr;  // host:port it serves at
+  int basis = -1;    // the last round formed in the lost store
 };
 
 struct DynamicRendezvousOptions {
@@ -116,6 +139,9 @@ struct SeqValue {
   int Seals() const { return static_cast<int>(raw / kSeal); }
 };
 
+// `store`'s takeover marker for job `keys` (epoch 0: none, the original store).
+MovedStoreMarker ReadMovedStoreMarker(Store& store, const RendezvousKeys& keys);
+
 class DynamicRendezvous {
  public:
   // `store` is this node's own connection to the rendezvous store (blocking calls run on the
@@ -142,6 +168,14 @@ class DynamicRendezvous {
   void Close(int round);
   bool IsClosed();
 
+  // The first `count` members of formed `round` in group-rank order (the successor candidates).
+  std::vector<RoundMember> Members(int round, int count);
+  // Seeds an empty store that takes over from a lost one, after `basis` (formed there, with
+  // `members` known; `lost_rank`: the member that served the lost store, -1 if none), so that
+  // the basis's members rejoin it as round basis+1 (docs/elastic.md). Writes `marker` last.
+  void SeedMovedStore(const FormedRound& basis, const std::vector<RoundMember>& members,
+                      int lost_rank, const MovedStoreMarker& marker);
+
   // Key names, for monitors and views.
   std::string RoundKey(int round, const std::string& name) const {
     return keys_.Round(round, name);
@@ -167,6 +201,25 @@ class DynamicRendezvous {
   void Seal(int round, bool last_call = false);
   std::optional<FormedRound> ReadSealed(const Ticket& ticket);  // none: this node was dropped
   int RestartCountFor(int round);
+  // Round `round`'s quorum of the previous round's members (needed after a loss, or in a moved
+  // store's first round), from its first `nodes` tickets, `dropped` excluded.
+  struct Quorum {
+    bool needed = false;
+    bool strict = false;  // more than half (a moved store's first round), else at least half
+    int survivors = 0;    // members of the previous round that rejoined
+    int members = 0;      // the previous round's members, those that left gracefully excepted
+    int Needed() const { return strict ? members / 2 + 1 : (members + 1) / 2; }
+    bool Holds() const { return !needed || survivors >= Needed(); }
+  };
+  Quorum CountQuorum(int round, int nodes, const std::vector<std::pair<int, int>>& dropped);
+  std::string QuorumMessage(int round, int survivors, int members, int needed) const;
+  // Every member of round `round`-1 rejoined or was declared gone; may the round seal now?
+  // MIN arrived, or the quorum is lost already (no later arrival can restore it).
+  bool AccountedAndSealable(int round);
+  // The first arrival of a round after another declares lost the previous round's members
+  // that neither rejoined nor were declared gone and stopped beating (docs/elastic.md).
+  void SweepSilentMembers(int round);
+
   int RoundHint();
   void ThrowIfClosed();
   [[noreturn]] void ThrowTooFew(int round);

@@ -1,65 +1,120 @@
 #include "rendezvous/elastic_rendezvous_handler.h"
 
-#include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "common/host_port.h"
+#include "common/logging.h"
 #include "rendezvous/prefix_store.h"
 
 namespace ddprun::rendezvous {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr milliseconds kConnectSlice{1000};         // Shutdown() is seen between connect attempts
+using Json = nlohmann::json;
 constexpr milliseconds kOwnConnectTimeout{10'000};  // a barrier's own connection
+constexpr int kMaxMovesPerJoin = kSuccessorCandidates + 1;
 
 }  // namespace
 
 ElasticRendezvousHandler::ElasticRendezvousHandler(ElasticHandlerOptions options,
-                                                   StoreConnector connect,
-                                                   WorkerStoreHost& worker_store)
+                                                   StoreSite& site, WorkerStoreHost& worker_store)
     : options_(std::move(options)),
       keys_{options_.rendezvous.run_id},
-      connect_(std::move(connect)),
+      site_(site),
+      failover_(options_.failover, site),
       worker_store_(worker_store) {}
 
-Store& ElasticRendezvousHandler::Connected() {
-  if (store_) return *store_;
-  const auto deadline = std::chrono::steady_clock::now() + options_.rendezvous.join_timeout;
-  std::string last_error = "no attempt";
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (shutdown_) ThrowClosed();
-    const auto left =
-        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
+  for (int moves = 0;; ++moves) {
+    PrepareStore();
     try {
-      auto store = connect_(std::clamp(left, milliseconds{1}, kConnectSlice));
-      std::lock_guard lock(mutex_);
-      store_ = std::move(store);
-      rendezvous_ = std::make_unique<DynamicRendezvous>(options_.rendezvous, store_);
-      if (shutdown_) store_->Interrupt();
-      return *store_;
+      const FormedRound formed = rendezvous_->Join(Current());
+      {
+        std::lock_guard lock(mutex_);
+        current_ = formed;
+      }
+      return Publish(formed);
     } catch (const StoreConnectionError& error) {
-      last_error = error.what();
+      if (shutdown_) ThrowClosed();
+      if (!Current() || moves + 1 >= kMaxMovesPerJoin) {
+        throw RendezvousConnectionError(std::string("lost the rendezvous store: ") + error.what());
+      }
+      spdlog::warn("lost the rendezvous store at {} while joining ({}); checking it again",
+                   StoreAddress().ToString(), error.what());
     }
   }
-  throw RendezvousConnectionError("the rendezvous store never answered within join_timeout (" +
-                                  last_error +
-                                  "); start the node of --rdzv_endpoint, or check "
-                                  "its address");
 }
 
-RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
-  Connected();
-  try {
-    const FormedRound formed = rendezvous_->Join(Current());
-    {
-      std::lock_guard lock(mutex_);
-      current_ = formed;
-    }
-    return Publish(formed);
-  } catch (const StoreConnectionError& error) {
-    if (shutdown_) ThrowClosed();
-    throw RendezvousConnectionError(std::string("lost the rendezvous store: ") + error.what());
+void ElasticRendezvousHandler::PrepareStore() {
+  if (shutdown_) ThrowClosed();
+  if (!store_) {
+    UseStore(failover_.Locate(options_.endpoints, options_.serve_first,
+                              site_.Now() + options_.rendezvous.join_timeout));
+    return;
   }
+  const auto current = Current();
+  if (!current) return;  // a node that never formed a round has nothing to move
+  if (auto again = failover_.Reconnect(store_at_, epoch_)) {
+    UseStore(std::move(*again));
+    return;
+  }
+  MoveStore(*current, "it refused or did not answer connections for the heartbeat timeout");
+}
+
+void ElasticRendezvousHandler::MoveStore(const FormedRound& current, const std::string& why) {
+  const std::string lost_at = store_at_.ToString();
+  spdlog::warn("the rendezvous store at {} is lost ({}); moving it to a member of round {}",
+               lost_at, why, current.round);
+  Event("store_lost", Json{{"address", lost_at}, {"reason", why}}.dump());
+  if (!basis_ || basis_->round.round != current.round) {
+    throw RendezvousConnectionError("the rendezvous store at " + lost_at +
+                                    " is lost and this node never learnt round " +
+                                    std::to_string(current.round) + "'s members to move it to");
+  }
+  int lost_rank = -1;
+  for (const RoundMember& member : basis_->candidates) {
+    if (!member.node.serves_store) continue;
+    lost_rank = member.group_rank;
+    spdlog::warn("node {} (host {}) lost: it served the rendezvous store", lost_rank,
+                 member.node.host);
+    Event("node_lost", Json{{"node", lost_rank},
+                            {"node_host", member.node.host},
+                            {"reason", "it served the lost rendezvous store"}}
+                           .dump());
+  }
+  DynamicRendezvousOptions seeding = options_.rendezvous;
+  seeding.node.serves_store = true;
+  const FailoverBasis basis = *basis_;
+  StoreAt moved = failover_.Succeed(
+      basis, current.group_rank, [&](Store& store, const MovedStoreMarker& marker) {
+        DynamicRendezvous(seeding, std::shared_ptr<Store>(&store, [](Store*) {}))
+            .SeedMovedStore(basis.round, basis.candidates, lost_rank, marker);
+      });
+  const std::string where = moved.serving ? options_.advertised_addr + ":" +
+                                                std::to_string(options_.failover.port)
+                                          : moved.address.ToString();
+  spdlog::warn("the rendezvous store moved to {} (epoch {}; {})", where, moved.epoch,
+               moved.serving ? "served by this node" : "joining it");
+  Event("store_moved", Json{{"epoch", moved.epoch},
+                            {"address", where},
+                            {"basis", current.round},
+                            {"serving", moved.serving}}
+                           .dump());
+  UseStore(std::move(moved));
+}
+
+void ElasticRendezvousHandler::UseStore(StoreAt at) {
+  std::lock_guard lock(mutex_);
+  store_ = std::move(at.store);
+  store_at_ = at.address;
+  epoch_ = at.epoch;
+  if (at.serving) options_.rendezvous.node.serves_store = true;
+  rendezvous_ = std::make_unique<DynamicRendezvous>(options_.rendezvous, store_);
+  if (shutdown_) store_->Interrupt();
+}
+
+void ElasticRendezvousHandler::Event(const std::string& name, const std::string& fields_json) {
+  events_.emplace_back(name, fields_json);
 }
 
 // Rank 0 serves the workers' store and tells the others where it is.
@@ -74,6 +129,7 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
     store_->Wait({master_key}, options_.read_timeout);
     master = ParseHostPort(store_->GetString(master_key), "the round's worker store");
   }
+  basis_ = FailoverBasis{formed, rendezvous_->Members(formed.round, kSuccessorCandidates), epoch_};
   round_store_ = std::make_shared<PrefixStore>(keys_.Round(formed.round, "agent"), store_);
   RendezvousInfo info;
   info.store = round_store_.get();
@@ -86,9 +142,12 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
   info.base_global_rank = formed.base_global_rank;
   info.global_world_size = formed.global_world_size;
   info.restart_count = formed.restart_count;
-  info.open_round_store = [connect = connect_, prefix = keys_.Round(formed.round, "agent")] {
-    return std::make_shared<PrefixStore>(prefix, connect(kOwnConnectTimeout));
+  info.open_round_store = [&site = site_, at = store_at_,
+                           prefix = keys_.Round(formed.round, "agent")] {
+    return std::make_shared<PrefixStore>(prefix, site.Connect(at, kOwnConnectTimeout));
   };
+  info.events = std::move(events_);
+  events_.clear();
   return info;
 }
 
@@ -115,8 +174,14 @@ void ElasticRendezvousHandler::SetClosed() {
 
 void ElasticRendezvousHandler::Shutdown() {
   shutdown_ = true;
+  site_.Cancel();
   std::lock_guard lock(mutex_);
   if (store_) store_->Interrupt();
+}
+
+HostPort ElasticRendezvousHandler::StoreAddress() const {
+  std::lock_guard lock(mutex_);
+  return store_at_;
 }
 
 std::optional<FormedRound> ElasticRendezvousHandler::Current() const {

@@ -3,17 +3,23 @@
 // fresh c10d store for the round's workers (WorkerStoreHost; no key of an earlier round can
 // reach them, whatever ended it) and publishes its address in the round; the others read it.
 // Every agent conversation of the round (failure barrier, exit barrier) is under the round's
-// own prefix of the rendezvous store. NextRendezvous and AnnounceRoundEnd block: they run on
-// the agent's runner thread; Shutdown() may be called from any thread and cancels at once.
+// own prefix of the rendezvous store. Where the rendezvous store is, is decided per round
+// (StoreFailover): before each round a member checks that its store is still there and, when
+// it is lost, moves it to a successor among the last round's members (docs/elastic.md).
+// NextRendezvous and AnnounceRoundEnd block: they run on the agent's runner thread;
+// Shutdown() and StoreAddress() may be called from any thread; Shutdown cancels at once.
 #pragma once
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/rendezvous_handler.h"
 #include "rendezvous/static_rendezvous.h"
+#include "rendezvous/store_failover.h"
 
 namespace ddprun::rendezvous {
 
@@ -30,11 +36,14 @@ struct ElasticHandlerOptions {
   DynamicRendezvousOptions rendezvous;
   std::string advertised_addr;  // workers' MASTER_ADDR when this node has group rank 0
   std::chrono::milliseconds read_timeout{60'000};  // waiting for rank 0's worker store address
+  std::vector<HostPort> endpoints;  // --rdzv_endpoint, a list (the first: the original store)
+  bool serve_first = false;         // this machine is the first endpoint's: serve it
+  FailoverOptions failover;
 };
 
 class ElasticRendezvousHandler : public RendezvousHandler {
  public:
-  ElasticRendezvousHandler(ElasticHandlerOptions options, StoreConnector connect,
+  ElasticRendezvousHandler(ElasticHandlerOptions options, StoreSite& site,
                            WorkerStoreHost& worker_store);
 
   RendezvousInfo NextRendezvous() override;
@@ -44,21 +53,33 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   bool Elastic() const override { return true; }
   void AnnounceRoundEnd(const RoundEnd& end) override;
 
+  // Where the rendezvous store of the current round is (for the round's monitor).
+  HostPort StoreAddress() const;
+
  private:
   // The round this node is a member of (none before the first one formed).
   std::optional<FormedRound> Current() const;
-  Store& Connected();
+  // Before a join: find the store (a first join), check it is still there, or move it.
+  void PrepareStore();
+  void MoveStore(const FormedRound& current, const std::string& why);
+  void UseStore(StoreAt at);
+  void Event(const std::string& name, const std::string& fields_json);
   RendezvousInfo Publish(const FormedRound& formed);
   [[noreturn]] void ThrowClosed() const;
 
   ElasticHandlerOptions options_;
   RendezvousKeys keys_;
-  StoreConnector connect_;
+  StoreSite& site_;
+  StoreFailover failover_;
   WorkerStoreHost& worker_store_;
   std::shared_ptr<Store> store_;
+  HostPort store_at_;
+  int epoch_ = 0;
   std::unique_ptr<DynamicRendezvous> rendezvous_;
   std::shared_ptr<Store> round_store_;  // the round's agent keys
-  mutable std::mutex mutex_;            // current_ and store_ for other threads
+  std::optional<FailoverBasis> basis_;  // the current round's successor candidates
+  std::vector<std::pair<std::string, std::string>> events_;  // for the next round's info
+  mutable std::mutex mutex_;  // current_, store_ and store_at_ for other threads
   std::optional<FormedRound> current_;
   std::atomic<bool> shutdown_{false};
 };

@@ -6,6 +6,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "rendezvous/store.h"
 
@@ -24,6 +26,12 @@ class RendezvousClosedError : public RendezvousError {
   using RendezvousError::RendezvousError;
 };
 class RendezvousConnectionError : public RendezvousError {
+ public:
+  using RendezvousError::RendezvousError;
+};
+// Too few members of the previous round came back after a loss: the rest may be training on
+// the other side of a network partition, so this side stops (docs/elastic.md, failover).
+class RendezvousQuorumError : public RendezvousError {
  public:
   using RendezvousError::RendezvousError;
 };
@@ -46,6 +54,9 @@ struct RendezvousInfo {
   // barrier blocked on it can be interrupted at once without breaking `store`. Empty: barriers
   // use `store` and cannot be cancelled before their timeout.
   std::function<std::shared_ptr<Store>()> open_round_store;
+  // What happened while this round formed, for the event log (e.g. "store_lost",
+  // "store_moved"), each already logged on the console by the handler.
+  std::vector<std::pair<std::string, std::string>> events;  // name, JSON object of fields
 };
 
 // Why a dynamic round ends early, as the agent reports it to the other members.

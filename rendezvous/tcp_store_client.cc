@@ -22,8 +22,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The deadline passed while a reply was awaited; the reply stream is out of step afterwards.
-class ReplyTimeout : public StoreTimeout {
+// The deadline passed while a reply was awaited: the peer is unreachable or stuck (a store
+// answers every request at once; only WAIT blocks, and it is cancelled), so this is a broken
+// connection, and the reply stream is out of step afterwards.
+class ReplyTimeout : public StoreConnectionError {
+ public:
+  using StoreConnectionError::StoreConnectionError;
+};
+
+// A legacy server's WAIT cannot be cancelled: its timeout leaves the connection out of step.
+class LegacyWaitTimeout : public StoreTimeout {
  public:
   using StoreTimeout::StoreTimeout;
 };
@@ -299,7 +307,7 @@ auto TcpStoreClient::Locked(Fn fn) {
   std::lock_guard lock(mutex_);
   try {
     return fn();
-  } catch (const ReplyTimeout&) {
+  } catch (const LegacyWaitTimeout&) {
     SetSocket(nullptr);
     throw;
   } catch (const StoreConnectionError&) {
@@ -379,7 +387,7 @@ void TcpStoreClient::WaitLocked(const std::vector<std::string>& keys,
   } catch (const ReplyTimeout&) {
     // Legacy servers cannot cancel: Locked() drops the connection, the stale STOP_WAITING with it.
     if (options_.generation == Generation::kLegacy) {
-      throw ReplyTimeout(WaitTimeoutMessage(keys, timeout));
+      throw LegacyWaitTimeout(WaitTimeoutMessage(keys, timeout));
     }
     Send(Request{Command::kCancelWait, {}, {}, 0, 0});
     const auto deadline = Clock::now() + timeout_;

@@ -1,0 +1,92 @@
+#include "launcher/tcp_store_site.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/errors.h"
+#include "launcher/launch_backend.h"
+
+namespace ddprun::launcher {
+namespace {
+
+using rendezvous::Reach;
+
+// One non-blocking connect to one resolved address, awaited at most `timeout`.
+Reach ProbeAddress(const addrinfo& address, std::chrono::milliseconds timeout) {
+  const int fd = ::socket(address.ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Reach::kSilent;
+  Reach reach = Reach::kSilent;
+  if (::connect(fd, address.ai_addr, address.ai_addrlen) == 0) {
+    reach = Reach::kAnswered;
+  } else if (errno == ECONNREFUSED) {
+    reach = Reach::kRefused;
+  } else if (errno == EINPROGRESS) {
+    pollfd entry{fd, POLLOUT, 0};
+    if (::poll(&entry, 1, static_cast<int>(timeout.count())) == 1) {
+      int error = 0;
+      socklen_t length = sizeof error;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+      reach = error == 0 ? Reach::kAnswered
+                         : (error == ECONNREFUSED ? Reach::kRefused : Reach::kSilent);
+    }
+  }
+  ::close(fd);
+  return reach;
+}
+
+}  // namespace
+
+// Answered by any address of the host wins; refused only when every address refused.
+Reach TcpStoreSite::Probe(const HostPort& at, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(at.port.value_or(0));
+  if (::getaddrinfo(at.host.c_str(), port.c_str(), &hints, &found) != 0) return Reach::kSilent;
+  bool all_refused = true;
+  for (const addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
+    const Reach reach = ProbeAddress(*entry, timeout);
+    if (reach == Reach::kAnswered) {
+      ::freeaddrinfo(found);
+      return reach;
+    }
+    all_refused = all_refused && reach == Reach::kRefused;
+  }
+  ::freeaddrinfo(found);
+  return all_refused ? Reach::kRefused : Reach::kSilent;
+}
+
+std::shared_ptr<rendezvous::Store> TcpStoreSite::Connect(const HostPort& at,
+                                                         std::chrono::milliseconds timeout) {
+  return TcpStoreConnector(at.host, at.port.value_or(0), options_.reply_timeout)(timeout);
+}
+
+std::optional<HostPort> TcpStoreSite::Serve(int port) {
+  std::lock_guard lock(mutex_);
+  try {
+    served_ = std::make_unique<StoreServerThread>("", port, options_.linger, options_.quiet_for);
+  } catch (const UsageError&) {
+    return std::nullopt;  // served already (another agent of this machine, or another program)
+  }
+  return HostPort{"127.0.0.1", served_->Port()};
+}
+
+bool TcpStoreSite::Pause(std::chrono::milliseconds duration) {
+  std::unique_lock lock(mutex_);
+  return !cancelled_cv_.wait_for(lock, duration, [this] { return cancelled_; });
+}
+
+void TcpStoreSite::Cancel() {
+  {
+    std::lock_guard lock(mutex_);
+    cancelled_ = true;
+  }
+  cancelled_cv_.notify_all();
+}
+
+}  // namespace ddprun::launcher

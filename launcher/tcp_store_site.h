@@ -1,0 +1,42 @@
+// The real StoreSite: probes and connects over TCP, serves a store on a thread of this process
+// (StoreServerThread, which lingers for its clients when destroyed), waits on a condition
+// variable that Cancel() wakes. Owned by the LaunchBackend and destroyed after the handler and
+// the monitor, so a store this node took over outlives every connection of its own.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "launcher/store_server_thread.h"
+#include "rendezvous/store_failover.h"
+
+namespace ddprun::launcher {
+
+struct TcpStoreSiteOptions {
+  std::chrono::milliseconds reply_timeout{60'000};  // every reply of a connected store
+  std::chrono::milliseconds linger{10'000};         // a served store, for its last clients
+  std::chrono::milliseconds quiet_for{15'000};      // a client silent this long is gone
+};
+
+class TcpStoreSite : public rendezvous::StoreSite {
+ public:
+  explicit TcpStoreSite(TcpStoreSiteOptions options) : options_(options) {}
+
+  rendezvous::Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) override;
+  std::shared_ptr<rendezvous::Store> Connect(const HostPort& at,
+                                             std::chrono::milliseconds timeout) override;
+  std::optional<HostPort> Serve(int port) override;
+  bool Pause(std::chrono::milliseconds duration) override;
+  void Cancel() override;
+  std::chrono::steady_clock::time_point Now() override { return std::chrono::steady_clock::now(); }
+
+ private:
+  TcpStoreSiteOptions options_;
+  std::mutex mutex_;
+  std::condition_variable cancelled_cv_;
+  bool cancelled_ = false;
+  std::unique_ptr<StoreServerThread> served_;
+};
+
+}  // namespace ddprun::launcher

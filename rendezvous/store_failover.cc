@@ -1,0 +1,131 @@
+#include "rendezvous/store_failover.h"
+
+#include <algorithm>
+
+#include "rendezvous/rendezvous_handler.h"
+
+namespace ddprun::rendezvous {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+std::string Seconds(milliseconds duration) {
+  return std::to_string(duration.count() / 1000) + "." +
+         std::to_string(duration.count() % 1000 / 100) + " s";
+}
+
+}  // namespace
+
+std::vector<RoundMember> SuccessorOrder(const FailoverBasis& basis) {
+  std::vector<RoundMember> order;
+  for (const RoundMember& member : basis.candidates) {
+    if (!member.node.serves_store) order.push_back(member);
+  }
+  std::sort(order.begin(), order.end(),
+            [](const RoundMember& a, const RoundMember& b) { return a.group_rank < b.group_rank; });
+  return order;
+}
+
+StoreFailover::StoreFailover(FailoverOptions options, StoreSite& site)
+    : options_(std::move(options)), site_(site), keys_{options_.run_id} {}
+
+std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above) {
+  try {
+    auto store = site_.Connect(at, options_.probe_timeout);
+    const MovedStoreMarker marker = ReadMovedStoreMarker(*store, keys_);
+    if (above >= 0 && marker.epoch <= above) return std::nullopt;
+    return StoreAt{at, std::move(store), marker.epoch, false};
+  } catch (const StoreConnectionError&) {
+    return std::nullopt;
+  } catch (const StoreTimeout&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<StoreAt> StoreFailover::Reconnect(const HostPort& at, int epoch) {
+  const auto deadline = site_.Now() + options_.window;
+  for (;;) {
+    const Reach reach = site_.Probe(at, options_.probe_timeout);
+    if (reach == Reach::kRefused) return std::nullopt;
+    if (reach == Reach::kAnswered) {
+      if (auto found = TryStore(at, -1)) {
+        // Still this job's store (its state is there), or one that took over since.
+        if (found->store->Check({keys_.Hint()}) && found->epoch >= epoch) return found;
+        return std::nullopt;
+      }
+    }
+    if (site_.Now() >= deadline) return std::nullopt;
+    if (!site_.Pause(options_.retry)) ThrowCancelled();
+  }
+}
+
+std::optional<StoreAt> StoreFailover::AwaitCandidate(const HostPort& at, int above) {
+  const auto deadline = site_.Now() + options_.window;
+  for (;;) {
+    // Answered without the marker: it may be seeding; refused or silent: it may not have
+    // noticed the loss yet. Either way, it has the window.
+    if (site_.Probe(at, options_.probe_timeout) == Reach::kAnswered) {
+      if (auto found = TryStore(at, above)) return found;
+    }
+    if (site_.Now() >= deadline) return std::nullopt;
+    if (!site_.Pause(options_.retry)) ThrowCancelled();
+  }
+}
+
+StoreAt StoreFailover::Succeed(const FailoverBasis& basis, int my_group_rank, const Seed& seed) {
+  const std::vector<RoundMember> order = SuccessorOrder(basis);
+  for (const RoundMember& candidate : order) {
+    const HostPort at{candidate.node.addr, options_.port};
+    if (candidate.group_rank == my_group_rank) {
+      if (auto served = site_.Serve(options_.port)) return ServeHere(*served, at, basis, seed);
+      // The port is taken here: another agent of this machine may serve it; probe as any other.
+    }
+    if (auto found = AwaitCandidate(at, basis.epoch)) return *found;
+  }
+  throw RendezvousConnectionError(
+      "the rendezvous store was lost and none of the " + std::to_string(order.size()) +
+      " successor candidates of round " + std::to_string(basis.round.round) +
+      " (its first members) served it within " + Seconds(options_.window) +
+      " each; the job cannot go on: restart it, or check the network between the nodes");
+}
+
+StoreAt StoreFailover::ServeHere(const HostPort& served, const HostPort& advertised,
+                                 const FailoverBasis& basis, const Seed& seed) {
+  auto store = site_.Connect(served, options_.window);
+  const MovedStoreMarker marker{basis.epoch + 1, advertised.ToString(), basis.round.round};
+  seed(*store, marker);
+  return StoreAt{served, std::move(store), marker.epoch, true};
+}
+
+StoreAt StoreFailover::Locate(const std::vector<HostPort>& endpoints, bool serve_first,
+                              Clock::time_point deadline) {
+  if (serve_first && !endpoints.empty()) {
+    for (std::size_t i = 1; i < endpoints.size(); ++i) {  // the job moved while this node was away
+      if (site_.Probe(endpoints[i], options_.probe_timeout) != Reach::kAnswered) continue;
+      if (auto found = TryStore(endpoints[i], 0)) return *found;
+    }
+    if (auto served = site_.Serve(endpoints[0].port.value_or(options_.port))) {
+      return StoreAt{*served, site_.Connect(*served, options_.window), 0, true};
+    }
+  }
+  std::string tried;
+  for (const HostPort& endpoint : endpoints) tried += (tried.empty() ? "" : ",") + endpoint.ToString();
+  for (;;) {
+    for (std::size_t i = 0; i < endpoints.size(); ++i) {
+      if (site_.Probe(endpoints[i], options_.probe_timeout) != Reach::kAnswered) continue;
+      if (auto found = TryStore(endpoints[i], i == 0 ? -1 : 0)) return *found;
+    }
+    if (site_.Now() >= deadline) break;
+    if (!site_.Pause(options_.retry)) ThrowCancelled();
+  }
+  throw RendezvousConnectionError("no rendezvous store answered at " + tried +
+                                  " within join_timeout; start the node of --rdzv_endpoint, or "
+                                  "check its address");
+}
+
+void StoreFailover::ThrowCancelled() const {
+  throw RendezvousClosedError("the rendezvous '" + options_.run_id + "' was shut down");
+}
+
+}  // namespace ddprun::rendezvous

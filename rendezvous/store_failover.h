@@ -1,0 +1,106 @@
+// Where the rendezvous store is, and who serves it once it is lost (docs/elastic.md, "Surviving
+// the loss of the store host"). Policy only, over the StoreSite seam (probe, connect, serve,
+// pause, clock): launcher/ implements the site over TCP, tests with a fake site and clock.
+//   Reconnect: is the store still there? Refused means the process that held it is gone (and
+//     its keys), so at once; silent is retried for the window (the heartbeat timeout); a store
+//     without this job's state is gone too.
+//   Succeed: the survivors walk the lost round's first members in group-rank order (the lost
+//     store host left out): this node → serve and seed; another → join it if it serves this
+//     job's store of a newer epoch within the window, else the next one.
+//   Locate: a node without a round tries the endpoint list (the first one as is, the others
+//     only when they carry a moved store of this job).
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/host_port.h"
+#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/store.h"
+
+namespace ddprun::rendezvous {
+
+enum class Reach { kAnswered, kRefused, kSilent };
+
+// The operating system's side of finding and serving stores.
+class StoreSite {
+ public:
+  virtual ~StoreSite() = default;
+  // One connection attempt within `timeout`: answered, refused (nothing listens there) or silent
+  // (no answer: the host is down or cut off).
+  virtual Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) = 0;
+  // A store client of `at`, retrying until `timeout`; throws StoreConnectionError.
+  virtual std::shared_ptr<Store> Connect(const HostPort& at, std::chrono::milliseconds timeout) = 0;
+  // Serves an empty store on every interface at `port`, in this process, from now on; returns
+  // where this process reaches it, or nullopt when the port is taken.
+  virtual std::optional<HostPort> Serve(int port) = 0;
+  // Waits `duration`; false (at once) when cancelled.
+  virtual bool Pause(std::chrono::milliseconds duration) = 0;
+  virtual void Cancel() = 0;  // any thread; Pause and Probe return promptly afterwards
+  virtual std::chrono::steady_clock::time_point Now() = 0;
+};
+
+// What a member knows of the round it formed, for taking over a lost store.
+struct FailoverBasis {
+  FormedRound round;
+  std::vector<RoundMember> candidates;  // the round's first members, group-rank order
+  int epoch = 0;                        // of the store that served the round
+};
+
+inline constexpr int kSuccessorCandidates = 8;
+
+// The candidates in the order they take over: group-rank order, the lost store host left out.
+std::vector<RoundMember> SuccessorOrder(const FailoverBasis& basis);
+
+struct FailoverOptions {
+  std::string run_id;
+  int port = 29400;                          // every successor serves at this port
+  std::chrono::milliseconds window{15'000};  // the heartbeat timeout
+  std::chrono::milliseconds retry{100};      // between two probes of one address
+  std::chrono::milliseconds probe_timeout{1000};
+};
+
+// A connected store and where it is.
+struct StoreAt {
+  HostPort address;
+  std::shared_ptr<Store> store;
+  int epoch = 0;
+  bool serving = false;  // served by this process
+};
+
+class StoreFailover {
+ public:
+  // Fills an empty store this node now serves, so that the basis's members can rejoin it.
+  using Seed = std::function<void(Store&, const MovedStoreMarker&)>;
+
+  StoreFailover(FailoverOptions options, StoreSite& site);
+
+  // The store at `at` (of epoch `epoch` or newer) if it is still there; nullopt once it is
+  // gone. Throws RendezvousClosedError when cancelled.
+  std::optional<StoreAt> Reconnect(const HostPort& at, int epoch);
+  // The store that takes over from the lost one: served here (seeded by `seed`) or found at an
+  // earlier candidate. Throws RendezvousConnectionError when no candidate serves one.
+  StoreAt Succeed(const FailoverBasis& basis, int my_group_rank, const Seed& seed);
+  // For a node without a round: `serve_first` (this machine is the first endpoint's) looks for
+  // a moved store at the others, then serves the first endpoint's port unless it is taken;
+  // then the endpoints in order until `deadline`. Throws RendezvousConnectionError.
+  StoreAt Locate(const std::vector<HostPort>& endpoints, bool serve_first,
+                 std::chrono::steady_clock::time_point deadline);
+
+ private:
+  // A store of this job at `at` with a marker epoch above `above` (or any, when `above` < 0).
+  std::optional<StoreAt> TryStore(const HostPort& at, int above);
+  std::optional<StoreAt> AwaitCandidate(const HostPort& at, int above);
+  StoreAt ServeHere(const HostPort& served, const HostPort& advertised, const FailoverBasis& basis,
+                    const Seed& seed);
+  [[noreturn]] void ThrowCancelled() const;
+
+  FailoverOptions options_;
+  StoreSite& site_;
+  RendezvousKeys keys_;
+};
+
+}  // namespace ddprun::rendezvous
