@@ -55,6 +55,16 @@ void ElasticRendezvousHandler::PrepareStore() {
   const auto current = Current();
   if (!current) return;  // a node that never formed a round has nothing to move
   if (auto again = failover_.Reconnect(store_at_, epoch_)) {
+    if (again->epoch > epoch_) {  // a successor already serves at the same address (one host)
+      const std::string at = store_at_.ToString();
+      ReportLost("taken over at the same address");
+      spdlog::warn("the rendezvous store moved to {} (epoch {}; joining it)", at, again->epoch);
+      Event("store_moved", Json{{"epoch", again->epoch},
+                                {"address", at},
+                                {"basis", current->round},
+                                {"serving", false}}
+                               .dump());
+    }
     UseStore(std::move(*again));
     return;
   }
@@ -63,24 +73,11 @@ void ElasticRendezvousHandler::PrepareStore() {
 
 void ElasticRendezvousHandler::MoveStore(const FormedRound& current, const std::string& why) {
   const std::string lost_at = store_at_.ToString();
-  spdlog::warn("the rendezvous store at {} is lost ({}); moving it to a member of round {}",
-               lost_at, why, current.round);
-  Event("store_lost", Json{{"address", lost_at}, {"reason", why}}.dump());
+  const int lost_rank = ReportLost(why);
   if (!basis_ || basis_->round.round != current.round) {
     throw RendezvousConnectionError("the rendezvous store at " + lost_at +
                                     " is lost and this node never learnt round " +
                                     std::to_string(current.round) + "'s members to move it to");
-  }
-  int lost_rank = -1;
-  for (const RoundMember& member : basis_->candidates) {
-    if (!member.node.serves_store) continue;
-    lost_rank = member.group_rank;
-    spdlog::warn("node {} (host {}) lost: it served the rendezvous store", lost_rank,
-                 member.node.host);
-    Event("node_lost", Json{{"node", lost_rank},
-                            {"node_host", member.node.host},
-                            {"reason", "it served the lost rendezvous store"}}
-                           .dump());
   }
   DynamicRendezvousOptions seeding = options_.rendezvous;
   seeding.node.serves_store = true;
@@ -101,6 +98,25 @@ void ElasticRendezvousHandler::MoveStore(const FormedRound& current, const std::
                             {"serving", moved.serving}}
                            .dump());
   UseStore(std::move(moved));
+}
+
+int ElasticRendezvousHandler::ReportLost(const std::string& why) {
+  const std::string at = store_at_.ToString();
+  spdlog::warn("the rendezvous store at {} is lost ({}); it moves to a member of the last round",
+               at, why);
+  Event("store_lost", Json{{"address", at}, {"reason", why}}.dump());
+  if (!basis_) return -1;
+  for (const RoundMember& member : basis_->candidates) {
+    if (!member.node.serves_store) continue;
+    spdlog::warn("node {} (host {}) lost: it served the rendezvous store", member.group_rank,
+                 member.node.host);
+    Event("node_lost", Json{{"node", member.group_rank},
+                            {"node_host", member.node.host},
+                            {"reason", "it served the lost rendezvous store"}}
+                           .dump());
+    return member.group_rank;
+  }
+  return -1;
 }
 
 void ElasticRendezvousHandler::UseStore(StoreAt at) {

@@ -62,6 +62,9 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   // Before a join: find the store (a first join), check it is still there, or move it.
   void PrepareStore();
   void MoveStore(const FormedRound& current, const std::string& why);
+  // Logs and records the loss of the store (and of its host, when a member); returns that
+  // member's group rank, or -1.
+  int ReportLost(const std::string& why);
   void UseStore(StoreAt at);
   void Event(const std::string& name, const std::string& fields_json);
   RendezvousInfo Publish(const FormedRound& formed);

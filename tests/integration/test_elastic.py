@@ -142,6 +142,42 @@ class ElasticTest(lib.DdprunTestCase):
             # One console line per membership change.
             self.assertIn("restarting at a new membership (no restart spent)", result.stderr)
 
+    def test_store_host_lost_the_store_moves_and_survivors_go_on(self):
+        """The agent serving the rendezvous store is SIGKILLed: the survivors move the store to
+        the first of them (group-rank order) and form a round of 2 without spending a restart;
+        the next round's worker store is the successor's. On loopback every agent shares one
+        address, so the successor serves the same port."""
+        logs = [self.path("events_%d.jsonl" % i) for i in range(3)]
+        extra = lambda i: ("--event_log=" + logs[i], "--local_addr=127.0.0.1")
+        host = self.agent(last_call=60, extra=extra(0))
+        self.wait_store_listening(host)
+        others = [self.agent(last_call=60, extra=extra(i)) for i in (1, 2)]
+        first_port, envs = self.wait_round(3)
+        self.check_round(envs, nodes=3)
+        killed_at = time.monotonic()
+        os.kill(host.pid, signal.SIGKILL)
+        _, envs = self.wait_round(2, exclude=(first_port,), timeout=HEARTBEAT_TIMEOUT + 10)
+        resumed = time.monotonic() - killed_at
+        self.check_round(envs, nodes=2, restart_count=0)
+        print("store host killed -> workers of the new round started: %.2f s" % resumed)
+        results = self.release_and_finish(others)
+        self.wait_gone(lib.pids_with_marker(self.marker), 10, "leftover processes")
+        servers = 0
+        for log, result in zip(logs[1:], results):
+            events = [json.loads(line) for line in lib.read_file(log).splitlines()]
+            names = [e["event"] for e in events]
+            for name in ("store_unreachable", "store_lost", "store_moved", "node_lost"):
+                self.assertIn(name, names)
+            moved = [e for e in events if e["event"] == "store_moved"][0]
+            self.assertEqual(moved["epoch"], 1)
+            servers += moved["serving"]
+            formed = [e for e in events if e["event"] == "round_formed"]
+            self.assertEqual([e["group_world_size"] for e in formed], [3, 2])
+            self.assertTrue(all(e["restart_count"] == 0 for e in events))
+            self.assertEqual(events[-1]["state"], "succeeded")
+            self.assertIn("the rendezvous store moved to", result.stderr)
+        self.assertEqual(servers, 1, "exactly one survivor serves the moved store")
+
     def test_new_node_joins_a_running_group_without_spending_a_restart(self):
         host = self.agent()
         self.wait_store_listening(host)

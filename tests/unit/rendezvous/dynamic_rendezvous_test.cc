@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "rendezvous/in_memory_store.h"
+#include "tests/unit/rendezvous/dynamic_rendezvous_job.h"
 
 namespace {
 
@@ -25,46 +26,10 @@ using ddprun::rendezvous::StoreConnectionError;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Kind = RoundChange::Kind;
-
-constexpr milliseconds kPromptly{10'000};  // far above what a prompt step takes
-
-struct Job {
-  int min_nodes = 2;
-  int max_nodes = 4;
-  milliseconds join_timeout{20'000};
-  milliseconds last_call{100};
-  milliseconds member_timeout{0};
-  milliseconds keep_alive_interval{0};
-  std::shared_ptr<InMemoryStore> store = std::make_shared<InMemoryStore>(seconds(30));
-
-  DynamicRendezvous Node(int id, int nproc = 2) const {
-    DynamicRendezvousOptions options;
-    options.run_id = "job";
-    options.min_nodes = min_nodes;
-    options.max_nodes = max_nodes;
-    options.node = {"host" + std::to_string(id), "10.0.0." + std::to_string(id), 1000 + id, nproc};
-    options.join_timeout = join_timeout;
-    options.last_call_timeout = last_call;
-    options.member_timeout = member_timeout;
-    options.keep_alive_interval = keep_alive_interval;
-    return DynamicRendezvous(options, store);
-  }
-};
-
-// Starts a join on its own thread.
-std::future<FormedRound> JoinAsync(const Job& job, int id,
-                                   std::optional<FormedRound> previous = std::nullopt,
-                                   int nproc = 2) {
-  return std::async(std::launch::async, [&job, id, previous, nproc] {
-    DynamicRendezvous node = job.Node(id, nproc);
-    return node.Join(previous);
-  });
-}
-
-FormedRound Ready(std::future<FormedRound>& future) {
-  REQUIRE(future.wait_for(kPromptly) == std::future_status::ready);
-  return future.get();
-}
+using ddprun::rendezvous::testing::Job;
+using ddprun::rendezvous::testing::JoinAsync;
+using ddprun::rendezvous::testing::kPromptly;
+using ddprun::rendezvous::testing::Ready;
 
 // Every member's view of one round agrees, ranks are a permutation, bases are prefix sums.
 void CheckConsistent(const std::vector<FormedRound>& views, const std::vector<int>& nprocs) {

@@ -1,0 +1,61 @@
+// Simulated nodes of one job for the dynamic rendezvous tests: each node a DynamicRendezvous
+// over one shared in-memory store (the TCP store's exact key semantics), joins on threads of
+// their own, and a bound on every wait.
+#pragma once
+#include <catch2/catch.hpp>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/in_memory_store.h"
+
+namespace ddprun::rendezvous::testing {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr milliseconds kPromptly{10'000};  // far above what a prompt step takes
+
+struct Job {
+  bool serves_store_0 = false;  // node 0 serves the rendezvous store
+  int min_nodes = 2;
+  int max_nodes = 4;
+  milliseconds join_timeout{20'000};
+  milliseconds last_call{100};
+  milliseconds member_timeout{0};
+  milliseconds keep_alive_interval{0};
+  std::shared_ptr<InMemoryStore> store = std::make_shared<InMemoryStore>(seconds(30));
+
+  DynamicRendezvous Node(int id, int nproc = 2) const {
+    DynamicRendezvousOptions options;
+    options.run_id = "job";
+    options.min_nodes = min_nodes;
+    options.max_nodes = max_nodes;
+    options.node = {"host" + std::to_string(id), "10.0.0." + std::to_string(id), 1000 + id, nproc,
+                    id == 0 && serves_store_0};
+    options.join_timeout = join_timeout;
+    options.last_call_timeout = last_call;
+    options.member_timeout = member_timeout;
+    options.keep_alive_interval = keep_alive_interval;
+    return DynamicRendezvous(options, store);
+  }
+};
+
+// Starts a join on its own thread.
+inline std::future<FormedRound> JoinAsync(const Job& job, int id,
+                                          std::optional<FormedRound> previous = std::nullopt,
+                                          int nproc = 2) {
+  return std::async(std::launch::async, [&job, id, previous, nproc] {
+    DynamicRendezvous node = job.Node(id, nproc);
+    return node.Join(previous);
+  });
+}
+
+inline FormedRound Ready(std::future<FormedRound>& future) {
+  REQUIRE(future.wait_for(kPromptly) == std::future_status::ready);
+  return future.get();
+}
+
+}  // namespace ddprun::rendezvous::testing
