@@ -54,6 +54,11 @@ void ResolveNproc(const RawValues& raw, const GpuCounter& gpus, LaunchConfig& co
 void CheckStaticEndpoint(const RawValues& raw, const LaunchConfig& config) {
   IfGiven(raw, "rdzv_endpoint", [&](const std::string& text, const std::string& name) {
     const bool is_static = config.rdzv_backend == "static" && !config.standalone_flag;
+    if (is_static && text.find(',') != std::string::npos) {
+      throw UsageError(name + "=" + text +
+                       ": a list of endpoints is for --rdzv_backend=c10d (the store moves along "
+                       "it); the static rendezvous takes one HOST:PORT");
+    }
     if (is_static && !text.empty() && !ParseHostPort(text, name).port) {
       throw UsageError(name + "=" + text + ": the static backend needs HOST:PORT");
     }
@@ -65,7 +70,7 @@ void FillRendezvous(const RawValues& raw, LaunchConfig& config) {
           [&](const std::string& text, const std::string&) { config.rdzv_backend = text; });
   config.standalone_flag = raw.On("standalone");
   IfGiven(raw, "rdzv_endpoint", [&](const std::string& text, const std::string& name) {
-    if (!text.empty()) ParseHostPort(text, name);
+    if (!text.empty()) ParseHostPortList(text, name);
     config.rdzv_endpoint = text;
   });
   CheckStaticEndpoint(raw, config);

@@ -88,7 +88,6 @@ void CheckNodes(const LaunchConfig& config) {
                      ": the c10d rendezvous needs --rdzv_endpoint=HOST[:PORT] (the node that "
                      "serves the rendezvous store; default port 29400)");
   }
-  if (config.Elastic()) ParseHostPortList(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
 }
 
 }  // namespace
@@ -112,11 +111,6 @@ elastic::RendezvousSettings ReadRendezvousSettings(const LaunchConfig& config) {
 
 void UseStaticEndpointAsMaster(LaunchConfig& config) {
   if (config.rdzv_backend != "static" || config.rdzv_endpoint.empty()) return;
-  if (config.rdzv_endpoint.find(',') != std::string::npos) {
-    throw UsageError(config.Given("rdzv_endpoint", config.rdzv_endpoint) +
-                     ": a list of endpoints is for --rdzv_backend=c10d (the store moves along "
-                     "it); the static rendezvous takes one HOST[:PORT]");
-  }
   const HostPort endpoint = ParseHostPort(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
   config.master_addr = endpoint.host;
   config.master_port = endpoint.port;

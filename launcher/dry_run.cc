@@ -90,11 +90,18 @@ void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
                         ": the rendezvous decides GROUP_RANK (shown as " +
                         std::to_string(round.info.group_rank) + "), MASTER_ADDR and MASTER_PORT");
   if (config.Elastic()) {
+    const std::vector<HostPort> endpoints = RendezvousEndpoints(config);
+    const std::string first = endpoints.front().ToString();
     round.notes.push_back(ServesRendezvousStore(config)
-                              ? "this node serves the rendezvous store at " +
-                                    config.rdzv_endpoint + " (a client if the port is taken)"
-                              : "this node is a client of the rendezvous store at " +
-                                    config.rdzv_endpoint);
+                              ? "this node serves the rendezvous store at " + first +
+                                    " (a client if the port is taken)"
+                              : "this node is a client of the rendezvous store at " + first);
+    round.notes.push_back(
+        "if the store's host is lost, the store moves to a member of the last round, on port " +
+        std::to_string(endpoints.front().port.value_or(0)) +
+        (endpoints.size() > 1 ? "; a node without a round tries the " +
+                                    std::to_string(endpoints.size()) + " endpoints in order"
+                              : ""));
   }
 }
 

@@ -221,6 +221,15 @@ RdzvView ReadRdzvView(rendezvous::Store& store, const std::string& run_id,
   view.run_id = run_id;
   view.endpoint = endpoint;
   view.closed = reader.Exists(keys.Closed());
+  if (const auto reason = reader.Read(keys.Closed()); reason && *reason != "1") {
+    view.closed_reason = *reason;
+  }
+  if (const auto marker = reader.Read(keys.MovedStore())) {
+    const Json json = ParseObject(*marker, "moved store marker");
+    view.store_epoch = Field<int>(json, "epoch", "moved store marker");
+    view.store_addr = Field<std::string>(json, "addr", "moved store marker");
+    view.store_basis = Field<int>(json, "basis", "moved store marker");
+  }
   const auto hint = reader.ReadDecoded(keys.Hint(), ParseRdzvInteger);
   if (hint && (*hint < 0 || *hint > 1'000'000'000)) {
     throw std::runtime_error("key '" + keys.Hint() + "': no round " + std::to_string(*hint));
@@ -257,7 +266,13 @@ double HeartbeatAgeSeconds(std::int64_t at_ms, std::int64_t now_ms) {
 std::string FormatRdzvTable(const RdzvView& view, std::int64_t now_ms) {
   std::string out;
   out += "rendezvous " + view.run_id + " at " + view.endpoint + "\n";
-  out += "  closed: " + std::string(view.closed ? "yes" : "no") + "\n";
+  out += "  closed: " + std::string(view.closed ? "yes" : "no") +
+         (view.closed_reason ? " (" + *view.closed_reason + ")" : "") + "\n";
+  if (view.store_epoch) {
+    out += "  store: epoch " + std::to_string(*view.store_epoch) + ", serving at " +
+           *view.store_addr + ", took over after round " + std::to_string(*view.store_basis) +
+           "\n";
+  }
   out += "  newest round opened: " +
          (view.round_hint ? std::to_string(*view.round_hint) : std::string("-")) + "\n";
   if (const auto& formed = view.formed) {
@@ -312,6 +327,10 @@ std::string FormatRdzvJson(const RdzvView& view, std::int64_t now_ms) {
   Json json{{"run_id", view.run_id},
             {"endpoint", view.endpoint},
             {"closed", view.closed},
+            {"closed_reason", Nullable(view.closed_reason)},
+            {"store_epoch", view.store_epoch.value_or(0)},
+            {"store_addr", Nullable(view.store_addr)},
+            {"store_basis", Nullable(view.store_basis)},
             {"round_hint", Nullable(view.round_hint)},
             {"formed", nullptr},
             {"forming", nullptr}};

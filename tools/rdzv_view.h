@@ -79,7 +79,13 @@ struct RdzvView {
   std::string run_id;
   std::string endpoint;
   bool closed = false;
+  std::optional<std::string> closed_reason;  // why, when not a finished job (lost quorum)
   std::optional<int> round_hint;  // `round`: the newest round opened
+  // Set in a store that took over from a lost one: its epoch, where it serves, the last round
+  // formed in the lost store.
+  std::optional<int> store_epoch;
+  std::optional<std::string> store_addr;
+  std::optional<int> store_basis;
   std::optional<RdzvFormedRound> formed;
   std::optional<RdzvFormingRound> forming;
 };

@@ -25,6 +25,32 @@ class CliErrorTest(DdprunTestCase):
     def worker(self):
         return ["--no_python", FAKE_WORKER, "--env-json", self.path("env_${local_rank}")]
 
+    def test_endpoint_list_is_for_c10d_only(self):
+        line = self.assert_usage_error(
+            ["--nnodes=2", "--node_rank=0", "--rdzv_endpoint=h1:29500,h2:29500"] + self.worker(),
+            ["rdzv_endpoint"])
+        self.assertIn("c10d", line)
+
+    def test_endpoint_list_with_an_empty_entry(self):
+        line = self.assert_usage_error(
+            ["--nnodes=1:3", "--rdzv_backend=c10d", "--rdzv_endpoint=h1:29400,,h2"] + self.worker(),
+            ["rdzv_endpoint"])
+        self.assertIn("empty endpoint", line)
+
+    def test_endpoint_list_with_a_bad_port(self):
+        self.assert_usage_error(
+            ["--nnodes=1:3", "--rdzv_backend=c10d", "--rdzv_endpoint=h1:29400,h2:x"] + self.worker(),
+            ["port"])
+
+    def test_dry_run_shows_where_the_store_moves(self):
+        result = self.ddprun("--dry_run", "--nnodes=1:3", "--rdzv_backend=c10d",
+                             "--rdzv_endpoint=127.0.0.1:29411,10.9.9.9:29411", "--rdzv_id=x",
+                             *self.worker(), timeout=20)
+        self.assertExit(result, 0)
+        self.assertIn("serves the rendezvous store at 127.0.0.1:29411", result.stdout)
+        self.assertIn("the store moves to a member of the last round, on port 29411; a node "
+                      "without a round tries the 2 endpoints in order", result.stdout)
+
     def test_nnodes_zero(self):
         self.assert_usage_error(["--nnodes=0"] + self.worker(), ["nnodes"])
 

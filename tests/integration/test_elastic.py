@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import time
 import unittest
 
@@ -160,6 +161,14 @@ class ElasticTest(lib.DdprunTestCase):
         resumed = time.monotonic() - killed_at
         self.check_round(envs, nodes=2, restart_count=0)
         print("store host killed -> workers of the new round started: %.2f s" % resumed)
+        view = subprocess.run(
+            [os.path.join(lib.BUILD_DIR, "tools", "ddprun-store"), "rdzv", "--endpoint",
+             "127.0.0.1:%d" % self.port, "--rdzv_id", "elastic-test", "--json"],
+            capture_output=True, text=True, timeout=30)
+        self.assertEqual(view.returncode, 0, view.stderr)
+        state = json.loads(view.stdout)
+        self.assertEqual((state["store_epoch"], state["store_basis"]), (1, 0))
+        self.assertEqual(state["formed"]["round"], 1)
         results = self.release_and_finish(others)
         self.wait_gone(lib.pids_with_marker(self.marker), 10, "leftover processes")
         servers = 0
