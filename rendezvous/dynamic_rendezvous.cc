@@ -467,9 +467,14 @@ std::vector<RoundMember> DynamicRendezvous::Members(int round, int count) {
 
 MovedStoreMarker ReadMovedStoreMarker(Store& store, const RendezvousKeys& keys) {
   if (!store.Check({keys.MovedStore()})) return {};
-  const Json marker = Json::parse(store.GetString(keys.MovedStore()));
-  return {marker.at("epoch").get<int>(), marker.at("addr").get<std::string>(),
-          marker.at("basis").get<int>()};
+  try {
+    const Json marker = Json::parse(store.GetString(keys.MovedStore()));
+    return {marker.at("epoch").get<int>(), marker.at("addr").get<std::string>(),
+            marker.at("basis").get<int>()};
+  } catch (const Json::exception& error) {
+    throw std::invalid_argument("malformed moved-store marker " + keys.MovedStore() + ": " +
+                                error.what());
+  }
 }
 
 void DynamicRendezvous::SeedMovedStore(const FormedRound& basis,

@@ -139,7 +139,8 @@ struct SeqValue {
   int Seals() const { return static_cast<int>(raw / kSeal); }
 };
 
-// `store`'s takeover marker for job `keys` (epoch 0: none, the original store).
+// `store`'s takeover marker for job `keys` (epoch 0: none, the original store); throws
+// std::invalid_argument when the key holds something else.
 MovedStoreMarker ReadMovedStoreMarker(Store& store, const RendezvousKeys& keys);
 
 class DynamicRendezvous {

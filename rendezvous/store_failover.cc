@@ -1,6 +1,7 @@
 #include "rendezvous/store_failover.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "rendezvous/rendezvous_handler.h"
 
@@ -39,6 +40,8 @@ std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above) {
   } catch (const StoreConnectionError&) {
     return std::nullopt;
   } catch (const StoreTimeout&) {
+    return std::nullopt;
+  } catch (const std::invalid_argument&) {  // a malformed marker: not this job's store
     return std::nullopt;
   }
 }
