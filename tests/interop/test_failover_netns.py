@@ -56,7 +56,8 @@ HEARTBEAT_TIMEOUT = KEEP_ALIVE_INTERVAL * KEEP_ALIVE_MAX_ATTEMPT
 # start-up (torch import, init_process_group, DDP, one step: ~3 s for 4 workers on 2 cores).
 FAILOVER_SLACK = 3.0
 STEPS = 40
-STEPS_A = 50  # scenario a trains in three groups (6, 4, then 6 workers again)
+STEPS_A = 70  # scenario a trains in four groups (6, 4, 6, then 8 workers)
+NNODES_A = "2:4"  # room for the restarted original store host
 CKPT_EVERY = 5
 STEP_SLEEP = 0.2
 KILL_AT = 2 * CKPT_EVERY + 2  # mid-interval: the survivors redo the steps after 10
@@ -93,11 +94,11 @@ class FailoverNetnsTest(lib.DdprunTestCase):
     def event_log(self, host):
         return self.path("events%d.jsonl" % host)
 
-    def start_agent(self, host, steps=STEPS):
+    def start_agent(self, host, steps=STEPS, nnodes="2:3"):
         out_path, err_path = self.path("agent%d.out" % host), self.path("agent%d.err" % host)
         env = self.env({"GLOO_SOCKET_IFNAME": self.hosts.devices[host], HOST_VAR: str(host)})
         args = self.hosts.exec_prefix(host) + [
-            lib.DDPRUN, "--nnodes=2:3", "--nproc_per_node=%d" % NPROC,
+            lib.DDPRUN, "--nnodes=%s" % nnodes, "--nproc_per_node=%d" % NPROC,
             "--rdzv_backend=c10d", "--rdzv_endpoint=%s" % self.endpoints,
             "--rdzv_id=%s" % self.rdzv_id, "--max_restarts=%d" % MAX_RESTARTS,
             "--rdzv_conf=%s" % RDZV_CONF, "--local_addr=%s" % self.hosts.addresses[host],
@@ -110,12 +111,12 @@ class FailoverNetnsTest(lib.DdprunTestCase):
         self.agents[host] = proc
         return proc
 
-    def start_hosts(self, steps=STEPS):
+    def start_hosts(self, steps=STEPS, nnodes="2:3"):
         """Host 0 first (it serves the rendezvous store), then hosts 1 and 2 once it listens."""
-        first = self.start_agent(0, steps)
+        first = self.start_agent(0, steps, nnodes)
         lib.wait_for(lambda: self._listening(first), 30,
                      "host 0's rendezvous store on port %d" % RDZV_PORT)
-        return [first] + [self.start_agent(h, steps) for h in (1, 2)]
+        return [first] + [self.start_agent(h, steps, nnodes) for h in (1, 2)]
 
     def _listening(self, proc):
         self._fail_if_exited()
@@ -367,7 +368,7 @@ class FailoverNetnsTest(lib.DdprunTestCase):
     # -- scenarios -----------------------------------------------------------------------------
 
     def test_a_store_host_killed_survivors_move_the_store_and_a_late_node_joins(self):
-        procs = self.start_hosts(STEPS_A)
+        procs = self.start_hosts(STEPS_A, NNODES_A)
         before = self.wait_step(lambda e: e["world_size"] == 6 and e["step"] >= KILL_AT,
                                 "step %d at world size 6" % KILL_AT)
         old_group = before["group"]
@@ -382,12 +383,22 @@ class FailoverNetnsTest(lib.DdprunTestCase):
         self.wait_step(lambda e: e["group"] == shrunk["group"] and e["step"] >= shrunk["step"] + 3,
                        "3 steps at world size 4", allowed_exits=(0,))
         joined_at = time.time()
-        procs.append(self.start_agent(3, STEPS_A))
+        procs.append(self.start_agent(3, STEPS_A, NNODES_A))
         grown = self.wait_step(lambda e: e["world_size"] == 6 and e["t"] > joined_at,
                                "a step at world size 6 with host 3", allowed_exits=(0,))
+        # The original store host comes back with the same line: its machine is the first
+        # endpoint's, but it must join the moved store (found at the other endpoints), not
+        # serve a second, empty one beside it (where it would wait alone for MIN forever).
+        killed_proc = procs[0]
+        killed_proc.wait(timeout=10)
+        back_at = time.time()
+        procs.append(self.start_agent(0, STEPS_A, NNODES_A))
+        full = self.wait_step(lambda e: e["world_size"] == 8 and e["t"] > back_at,
+                              "a step at world size 8 with host 0 back", allowed_exits=(0,))
+        print("[original store host back] agent restarted -> first step at world size 8: "
+              "%.2f s" % (full["t"] - back_at))
 
         results = self.finish_all(procs[1:])
-        procs[0].wait(timeout=10)
         entries = self.steps()
         records = self.started()
         second = [r for r in records if r["group"] == shrunk["group"]]
@@ -429,7 +440,13 @@ class FailoverNetnsTest(lib.DdprunTestCase):
         self.assertNoLeftovers()
 
         segments = self.check_history(entries, STEPS_A)
-        self.assertSegments(segments, [6, 4, 6])
+        self.assertSegments(segments, [6, 4, 6, 8])
+        self.assertEqual(segments[3][0]["group"], full["group"])
+        back = [e for e in self.events(0) if e.get("time", 0) >= back_at]
+        back_names = [e.get("event") for e in back]
+        self.assertNotIn("store_moved", back_names)
+        self.assertEqual([e.get("world_size") for e in back if e.get("event") == "round_formed"],
+                         [8], back_names)
         self.assertEqual(segments[1][0]["group"], shrunk["group"])
         self.assertEqual(segments[2][0]["group"], grown["group"])
         after_kill = [e for e in entries if e["group"] != old_group and e["t"] < joined_at]
@@ -451,7 +468,7 @@ class FailoverNetnsTest(lib.DdprunTestCase):
         self.assertIn("round_formed", names3, self.describe_agents())
         self.assertNotIn("store_lost", names3)
         formed3 = [e for e in events[3] if e.get("event") == "round_formed"]
-        self.assertEqual(formed3[-1].get("world_size"), 6, formed3)
+        self.assertEqual([e.get("world_size") for e in formed3], [6, 8], formed3)
 
         self.assertEqual({e["restart_count"] for e in entries}, {0},
                          "a lost store host spent a failure restart\n" + self.describe_agents())
