@@ -302,6 +302,7 @@ DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
   std::set<int> skipped;
   for (const auto& [ticket, nproc] : dropped) skipped.insert(ticket);
   std::set<int> survivors;
+  std::set<std::pair<std::string, int>> newcomers;  // (addr, pid)
   for (int ticket = 1; ticket <= nodes; ++ticket) {
     if (skipped.contains(ticket)) continue;
     const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
@@ -310,8 +311,22 @@ DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
     } catch (const StoreTimeout&) {
       continue;
     }
-    const int prev = Json::parse(store_->GetString(record)).value("prev", -1);
+    const Json node = Json::parse(store_->GetString(record));
+    const int prev = node.value("prev", -1);
     if (prev >= 0) survivors.insert(prev);
+    if (prev < 0) newcomers.emplace(node.value("addr", ""), node.value("pid", 0));
+  }
+  // A member that never saw the previous round sealed (its store died first) came as a
+  // newcomer: it is still one of the previous round's members.
+  const int previous_tickets = previous.at("nodes").get<int>() +
+                               static_cast<int>(previous.value("dropped", Json::array()).size());
+  for (int ticket = 1; !newcomers.empty() && ticket <= previous_tickets; ++ticket) {
+    const std::string record = RoundKey(round - 1, "node/" + std::to_string(ticket));
+    if (!store_->Check({record})) continue;
+    const Json node = Json::parse(store_->GetString(record));
+    if (newcomers.erase({node.value("addr", ""), node.value("pid", 0)}) > 0) {
+      survivors.insert(-ticket);  // its rank is unknown here; the ticket tells it apart
+    }
   }
   quorum.survivors = static_cast<int>(survivors.size());
   return quorum;
@@ -494,6 +509,8 @@ void DynamicRendezvous::SeedMovedStore(const FormedRound& basis,
                                                     {"restarts", basis.restart_count},
                                                     {"dropped", Json::array()}}
                                                    .dump());
+  // A survivor that never saw the basis sealed joins it late: the seal sends it on to round+1.
+  store_->Add(RoundKey(round, "seq"), SeqValue::kSeal);
   store_->SetString(RoundKey(round, "hb_base"), std::to_string(WallClockMs()));
   store_->SetString(RoundKey(round + 1, "strict"), "1");
   std::string host = "<unknown>";

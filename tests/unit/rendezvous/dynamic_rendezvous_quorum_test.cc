@@ -191,16 +191,16 @@ struct MovedStore {
   FormedRound basis;
   std::vector<RoundMember> members;
 
-  explicit MovedStore(int lost) {
+  explicit MovedStore(int lost, int round = 0) {
     job.min_nodes = 1;
     job.max_nodes = 3;
     job.last_call = milliseconds{60'000};
-    basis = FormedRound{0, 0, 3, 0, 6, 2};
+    basis = FormedRound{round, 0, 3, 0, 6, 2};
     for (int rank = 0; rank < 3; ++rank) {
       members.push_back({rank, {"host" + std::to_string(rank), "10.0.0." + std::to_string(rank),
                                 1000 + rank, 2, rank == lost}});
     }
-    job.Node(1).SeedMovedStore(basis, members, lost, {1, "10.0.0.1:29400", 0});
+    job.Node(1).SeedMovedStore(basis, members, lost, {1, "10.0.0.1:29400", round});
   }
   FormedRound Member(int rank) const {
     FormedRound mine = basis;
@@ -251,4 +251,20 @@ TEST_CASE("in a moved store, an even split is not enough", "[dynamic_rendezvous]
   mine.group_rank = 1;
   auto survivor = JoinAsync(job, 1, mine);  // 1 of 2: the store host's side would go on
   CHECK_THAT(QuorumErrorOf(survivor), Catch::StartsWith("lost quorum: only 1 of the 2 nodes"));
+}
+
+TEST_CASE("a survivor that never saw the basis sealed still joins the moved store's round",
+          "[dynamic_rendezvous][failover]") {
+  MovedStore moved(/*lost=*/0, /*round=*/3);
+  moved.job.keep_alive_interval = milliseconds{50};  // its place in round 3 is swept promptly
+  auto successor = JoinAsync(moved.job, 1, moved.Member(1));
+  moved.job.store->Wait({moved.job.Node(9).RoundKey(4, "node/1")}, kPromptly);
+  FormedRound stale = moved.Member(2);
+  stale.round = 2;  // it still thinks it is in round 2: it arrives at round 3, sealed already
+  auto late = JoinAsync(moved.job, 2, stale);
+  const FormedRound a = Ready(successor);
+  const FormedRound b = Ready(late);
+  CHECK(a.round == 4);
+  CHECK(b.round == 4);
+  CHECK(a.group_world_size == 2);
 }
