@@ -165,7 +165,16 @@ bool DynamicRendezvous::AccountedAndSealable(int round) {
   const SeqValue seq{store_->Add(RoundKey(round, "seq"), 0)};
   if (seq.Seals() > 0) return false;
   if (seq.Arrivals() >= options_.min_nodes) return true;
-  return !CountQuorum(round, seq.Arrivals(), {}).Holds();  // no later arrival can restore it
+  // Fewer than MIN: seal now only when the quorum is lost for good, i.e. every member of the
+  // previous round rejoined or is gone, each counted once (a member declared gone may rejoin,
+  // and `accounted` then counts it twice), and too few rejoined.
+  const Quorum quorum = CountQuorum(round, seq.Arrivals(), {});
+  if (quorum.Holds()) return false;
+  for (int rank = 0; rank < quorum.previous_nodes; ++rank) {
+    if (quorum.rejoined.contains(rank)) continue;
+    if (!store_->Check({RoundKey(round - 1, "gone/" + std::to_string(rank))})) return false;
+  }
+  return true;
 }
 
 // Common case: two WAITs (MIN, then the seal), each answered by the server when the key comes.
@@ -297,12 +306,13 @@ DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
     return quorum;
   }
   const Json previous = Json::parse(store_->GetString(RoundKey(round - 1, "sealed")));
-  quorum.members = previous.at("nodes").get<int>() -
-                   static_cast<int>(store_->Add(RoundKey(round, "left"), 0));
+  quorum.previous_nodes = previous.at("nodes").get<int>();
+  quorum.members =
+      quorum.previous_nodes - static_cast<int>(store_->Add(RoundKey(round, "left"), 0));
   std::set<int> skipped;
   for (const auto& [ticket, nproc] : dropped) skipped.insert(ticket);
-  std::set<int> survivors;
   std::set<std::pair<std::string, int>> newcomers;  // (addr, pid)
+  int late_members = 0;
   for (int ticket = 1; ticket <= nodes; ++ticket) {
     if (skipped.contains(ticket)) continue;
     const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
@@ -313,7 +323,7 @@ DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
     }
     const Json node = Json::parse(store_->GetString(record));
     const int prev = node.value("prev", -1);
-    if (prev >= 0) survivors.insert(prev);
+    if (prev >= 0) quorum.rejoined.insert(prev);
     if (prev < 0) newcomers.emplace(node.value("addr", ""), node.value("pid", 0));
   }
   // A member that never saw the previous round sealed (its store died first) came as a
@@ -324,11 +334,9 @@ DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
     const std::string record = RoundKey(round - 1, "node/" + std::to_string(ticket));
     if (!store_->Check({record})) continue;
     const Json node = Json::parse(store_->GetString(record));
-    if (newcomers.erase({node.value("addr", ""), node.value("pid", 0)}) > 0) {
-      survivors.insert(-ticket);  // its rank is unknown here; the ticket tells it apart
-    }
+    late_members += static_cast<int>(newcomers.erase({node.value("addr", ""), node.value("pid", 0)}));
   }
-  quorum.survivors = static_cast<int>(survivors.size());
+  quorum.survivors = static_cast<int>(quorum.rejoined.size()) + late_members;
   return quorum;
 }
 
@@ -422,7 +430,9 @@ void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange
   const Bytes mark = Store::ToBytes(token);
   const std::string gone = RoundKey(round, "gone/" + std::to_string(group_rank));
   Announce(round, change);
-  if (store_->CompareSet(gone, {}, mark) != mark) return;  // declared already
+  // Counted once, whoever declares it and however often (the same watch may declare twice).
+  if (store_->Add(gone + "/n", 1) != 1) return;
+  store_->Set(gone, mark);
   store_->Add(RoundKey(round + 1, "gone"), 1);  // before "accounted": read by the sealer
   if (change.kind == RoundChange::Kind::kNodeLost) store_->Add(RoundKey(round + 1, "lost"), 1);
   if (change.kind == RoundChange::Kind::kNodeLeaving) store_->Add(RoundKey(round + 1, "left"), 1);

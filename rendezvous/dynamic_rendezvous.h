@@ -42,6 +42,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -209,6 +210,8 @@ class DynamicRendezvous {
     bool strict = false;  // more than half (a moved store's first round), else at least half
     int survivors = 0;    // members of the previous round that rejoined
     int members = 0;      // the previous round's members, those that left gracefully excepted
+    int previous_nodes = 0;
+    std::set<int> rejoined;  // their group ranks in the previous round
     int Needed() const { return strict ? members / 2 + 1 : (members + 1) / 2; }
     bool Holds() const { return !needed || survivors >= Needed(); }
   };

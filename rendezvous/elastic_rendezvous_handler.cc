@@ -135,6 +135,8 @@ void ElasticRendezvousHandler::Event(const std::string& name, const std::string&
 
 // Rank 0 serves the workers' store and tells the others where it is.
 RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
+  // First: should the store die now, the survivors of this round know where to move it.
+  basis_ = FailoverBasis{formed, rendezvous_->Members(formed.round, kSuccessorCandidates), epoch_};
   const std::string master_key = keys_.Round(formed.round, "master");
   HostPort master{options_.advertised_addr, 0};
   if (formed.group_rank == 0) {
@@ -145,7 +147,6 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
     store_->Wait({master_key}, options_.read_timeout);
     master = ParseHostPort(store_->GetString(master_key), "the round's worker store");
   }
-  basis_ = FailoverBasis{formed, rendezvous_->Members(formed.round, kSuccessorCandidates), epoch_};
   round_store_ = std::make_shared<PrefixStore>(keys_.Round(formed.round, "agent"), store_);
   RendezvousInfo info;
   info.store = round_store_.get();

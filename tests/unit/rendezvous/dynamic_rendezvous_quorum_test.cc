@@ -268,3 +268,22 @@ TEST_CASE("a survivor that never saw the basis sealed still joins the moved stor
   CHECK(b.round == 4);
   CHECK(a.group_world_size == 2);
 }
+
+TEST_CASE("a member declared lost that rejoins anyway does not end the job",
+          "[dynamic_rendezvous][quorum]") {
+  Job job;
+  job.min_nodes = 2;
+  job.last_call = milliseconds{60'000};
+  const auto first = FormFirstRound(job, 3);
+  Lose(job, first, 1);  // a false alarm: node 1 is alive and rejoins
+  Lose(job, first, 1);  // declared twice: counted once
+  Lose(job, first, 2);
+  auto back = JoinAsync(job, 1, first[1]);
+  // Every member looks accounted for (two declarations and one rejoin) with fewer than MIN
+  // here and no quorum yet, but node 0 is neither here nor gone: the round must wait for it.
+  job.store->Wait({job.Node(9).RoundKey(1, "node/1")}, kPromptly);
+  CHECK(back.wait_for(milliseconds{300}) == std::future_status::timeout);
+  auto last = JoinAsync(job, 0, first[0]);
+  CHECK(Ready(back).group_world_size == 2);
+  CHECK(Ready(last).group_world_size == 2);
+}
