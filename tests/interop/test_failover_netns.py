@@ -6,7 +6,9 @@ test_elastic_netns.py. Each host is a network namespace with one veth into a Lin
 veth, its own --event_log, and the same endpoint list: hosts 0, 1 and 2 at port RDZV_PORT.
 Host 0 (the first endpoint) serves the rendezvous store. The workers run train_elastic.py
 (fixed number of global steps, checkpoints every CKPT_EVERY steps, resume from the latest one,
-rank 0 logs one JSON line per step to steps.log).
+rank 0 logs one JSON line per step to steps.log). The hosts, the agents and the reading and
+checking of what the workers wrote are netns_training.py's (NetnsTrainingTest); this module adds
+the event logs, partitioning a host, and the failover checks.
 
 Scenarios (hosts 0..2 start in each, the group trains at world size 6 first):
 - a: the store host is lost: host 0's agent and workers are SIGKILLed mid-run. Hosts 1 and 2
@@ -24,146 +26,48 @@ No process is left on any host after any scenario.
 
 Skipped (exit 77) without torch; its tests skip without root/`ip netns`. Timings are printed.
 """
-import glob
 import json
 import os
 import subprocess
-import sys
 import time
 import unittest
-import uuid
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-import ddprun_testlib as lib  # noqa: E402
+from netns_training import (  # the hosts, agents and checks; lib: ddprun_testlib
+    CKPT_EVERY, HEARTBEAT_TIMEOUT, JOB_TIMEOUT, KEEP_ALIVE_INTERVAL, KEEP_ALIVE_MAX_ATTEMPT,
+    NPROC, STEPS, NetnsTrainingTest, lib)
 
 lib.exit_if_no_torch()
 
-TRAIN = os.path.join(lib.INTEROP_DIR, "train_elastic.py")
-HOSTS = 4
-ENDPOINT_HOSTS = 3  # the endpoint list: hosts 0, 1, 2 (host 0 serves the store first)
-NPROC = 2
-RDZV_PORT = 29500  # in each host's namespace: no clash with anything outside them
-MAX_RESTARTS = 3
-KEEP_ALIVE_INTERVAL = 1
-KEEP_ALIVE_MAX_ATTEMPT = 3
-LAST_CALL = 2
-RDZV_CONF = ("keep_alive_interval=%d,keep_alive_max_attempt=%d,last_call_timeout=%d,"
-             "join_timeout=60" % (KEEP_ALIVE_INTERVAL, KEEP_ALIVE_MAX_ATTEMPT, LAST_CALL))
-HEARTBEAT_TIMEOUT = KEEP_ALIVE_INTERVAL * KEEP_ALIVE_MAX_ATTEMPT
 # Store host SIGKILLed -> first step of the new group: at most the heartbeat timeout + this.
 # A killed store host closes its connections (FIN) and refuses new ones, so the loss is known at
 # once; what remains is stopping the old workers, the failover, one round and the script's own
 # start-up (torch import, init_process_group, DDP, one step: ~3 s for 4 workers on 2 cores).
 FAILOVER_SLACK = 3.0
-STEPS = 40
 STEPS_A = 70  # scenario a trains in four groups (6, 4, 6, then 8 workers)
 NNODES_A = "2:4"  # room for the restarted original store host
-CKPT_EVERY = 5
-STEP_SLEEP = 0.2
 KILL_AT = 2 * CKPT_EVERY + 2  # mid-interval: the survivors redo the steps after 10
-HOST_VAR = "DDPRUN_TEST_HOST"
-JOB_TIMEOUT = 180  # one scenario's agents, start to exit
-PROGRESS_TIMEOUT = 120  # a wait for training progress (torch imports on 2 cores)
 LOSER_TIMEOUT = 60  # partition -> the losing side's agent exits ("a few heartbeat timeouts")
 
 
 @unittest.skipUnless(lib.can_create_netns(), "needs root and `ip netns`")
-class FailoverNetnsTest(lib.DdprunTestCase):
+class FailoverNetnsTest(NetnsTrainingTest):
 
-    require_binaries = (lib.DDPRUN,)
-
-    def setUp(self):
-        super().setUp()
-        self.hosts = lib.NetnsHosts(HOSTS)
-        self.addCleanup(self._remove_hosts)  # runs before the base class's process cleanup
-        self.hosts.create()
-        self.rdzv_id = "failover-netns-%s" % uuid.uuid4().hex[:8]
-        self.job_dir = self.path("job")
-        os.mkdir(self.job_dir)
-        self.steps_log = os.path.join(self.job_dir, "steps.log")
-        self.endpoints = ",".join("%s:%d" % (self.hosts.addresses[h], RDZV_PORT)
-                                  for h in range(ENDPOINT_HOSTS))
-        self.agents = {}
-
-    def _remove_hosts(self):
-        self._cleanup_processes()  # every process first (idempotent), then the namespaces
-        self.hosts.remove()
+    RDZV_ID_PREFIX = "failover-netns"
+    ENDPOINT_HOSTS = 3  # the endpoint list: hosts 0, 1, 2 (host 0 serves the store first)
 
     # -- agents --------------------------------------------------------------------------------
 
     def event_log(self, host):
         return self.path("events%d.jsonl" % host)
 
-    def start_agent(self, host, steps=STEPS, nnodes="2:3"):
-        out_path, err_path = self.path("agent%d.out" % host), self.path("agent%d.err" % host)
-        env = self.env({"GLOO_SOCKET_IFNAME": self.hosts.devices[host], HOST_VAR: str(host)})
-        args = self.hosts.exec_prefix(host) + [
-            lib.DDPRUN, "--nnodes=%s" % nnodes, "--nproc_per_node=%d" % NPROC,
-            "--rdzv_backend=c10d", "--rdzv_endpoint=%s" % self.endpoints,
-            "--rdzv_id=%s" % self.rdzv_id, "--max_restarts=%d" % MAX_RESTARTS,
-            "--rdzv_conf=%s" % RDZV_CONF, "--local_addr=%s" % self.hosts.addresses[host],
-            "--event_log=%s" % self.event_log(host),
-            "--python", lib.SYSTEM_PYTHON, TRAIN, self.job_dir, "--steps", str(steps),
-            "--ckpt-every", str(CKPT_EVERY), "--sleep", str(STEP_SLEEP)]
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = self.start(args, env=env, stdout=out, stderr=err)
-        proc.host, proc.out_path, proc.err_path = host, out_path, err_path
-        self.agents[host] = proc
-        return proc
-
-    def start_hosts(self, steps=STEPS, nnodes="2:3"):
-        """Host 0 first (it serves the rendezvous store), then hosts 1 and 2 once it listens."""
-        first = self.start_agent(0, steps, nnodes)
-        lib.wait_for(lambda: self._listening(first), 30,
-                     "host 0's rendezvous store on port %d" % RDZV_PORT)
-        return [first] + [self.start_agent(h, steps, nnodes) for h in (1, 2)]
-
-    def _listening(self, proc):
-        self._fail_if_exited()
-        # /proc/PID/net/tcp* list the sockets of PID's network namespace (state 0A: LISTEN).
-        lines = []
-        for table in ("tcp", "tcp6"):  # a dual-stack listener is in tcp6
-            try:
-                with open("/proc/%d/net/%s" % (proc.pid, table)) as f:
-                    lines += f.read().splitlines()[1:]
-            except OSError:
-                pass
-        for line in lines:
-            fields = line.split()
-            if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == RDZV_PORT:
-                return True
-        return False
-
-    def _fail_if_exited(self, allowed=()):
-        for host, proc in self.agents.items():
-            if host not in allowed and proc.poll() is not None:
-                self.fail("the agent of host %d exited early (%s)\n%s" % (
-                    host, proc.returncode, self.describe_agents()))
+    def agent_args(self, host):
+        return ["--event_log=%s" % self.event_log(host)]
 
     def partition(self, host):
         """Takes host's bridge port down: a cable pulled between it and every other host."""
         subprocess.run(["ip", "-n", self.hosts.bridge_namespace, "link", "set",
                         self.hosts.bridge_ports[host], "down"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30)
-
-    def result_of(self, proc):
-        return lib.Result(proc.argv, proc.returncode, lib.read_file(proc.out_path),
-                          lib.read_file(proc.err_path), time.monotonic() - proc.start_time)
-
-    def finish_agent(self, proc, timeout=JOB_TIMEOUT):
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            lib.killpg_quietly(proc.pid)
-            lib.kill_quietly(proc.pid)
-            proc.wait(timeout=30)
-            self.fail("the agent of host %d did not exit within %.0f s\n%s" % (
-                proc.host, timeout, self.describe_agents()))
-        return self.result_of(proc)
-
-    def finish_all(self, procs, timeout=JOB_TIMEOUT):
-        deadline = time.monotonic() + timeout
-        return [self.finish_agent(p, max(1.0, deadline - time.monotonic())) for p in procs]
 
     def exit_times(self, timeouts, on_exit=None):
         """Waits until every agent of {proc: timeout in s} exits; returns {host: wall-clock time
@@ -190,46 +94,9 @@ class FailoverNetnsTest(lib.DdprunTestCase):
                     [p.host for p in late], [timeouts[p] for p in late], description))
             time.sleep(0.05)
 
-    def describe_agents(self):
-        parts = []
-        for host, proc in sorted(self.agents.items()):
-            err = lib.read_file(proc.err_path) if os.path.exists(proc.err_path) else ""
-            parts.append("--- host %d (%s, exit %s) stderr tail ---\n%s" % (
-                host, self.hosts.addresses[host], proc.poll(), err[-3000:]))
-            events = [e.get("event") for e in self.events(host)]
-            parts.append("--- host %d events: %s" % (host, " ".join(map(str, events))))
-        parts.append("--- steps.log tail ---\n%s" % "\n".join(
-            json.dumps(e) for e in self.steps()[-8:]))
-        return "\n".join(parts)
-
-    def pids_of_host(self, host):
-        needle = ("%s=%d" % (HOST_VAR, host)).encode()
-        pids = []
-        for pid in lib.pids_with_marker(self.marker):
-            try:
-                with open("/proc/%d/environ" % pid, "rb") as f:
-                    if needle in f.read().split(b"\0"):
-                        pids.append(pid)
-            except OSError:
-                pass
-        return pids
-
-    def kill_host(self, host):
-        """SIGKILLs host's agent (first, so that it cannot react) and its workers."""
-        victims = self.pids_of_host(host)
-        agent = self.agents[host].pid
-        self.assertIn(agent, victims)
-        self.assertEqual(len(victims), 1 + NPROC, "host %d's agent and workers: %s" % (
-            host, victims))
-        killed_at = time.time()
-        lib.kill_quietly(agent)
-        for pid in victims:
-            lib.kill_quietly(pid)
-        self.wait_gone(victims, 10, "host %d's agent and workers" % host)
-        return killed_at
-
-    def assertNoLeftovers(self):
-        self.wait_gone(lib.pids_with_marker(self.marker), 15, "leftover processes on any host")
+    def describe_host(self, host):
+        events = [e.get("event") for e in self.events(host)]
+        return ["--- host %d events: %s" % (host, " ".join(map(str, events)))]
 
     def assertLostQuorum(self, result, host):
         """Exit 1 with one stderr line naming the lost quorum, no traceback."""
@@ -267,65 +134,11 @@ class FailoverNetnsTest(lib.DdprunTestCase):
             host, when, self.describe_agents()))
         return ranked[-1]["group_rank"]
 
-    def steps(self):
-        if not os.path.exists(self.steps_log):
-            return []
-        entries = []
-        for line in lib.read_file(self.steps_log).splitlines():
-            if line.strip():
-                entries.append(json.loads(line))
-        return entries
-
-    def started(self):
-        records = []
-        for path in glob.glob(os.path.join(self.job_dir, "started_*")):
-            if ".tmp." not in path:
-                records.append(lib.read_json(path))
-        return records
-
-    def wait_step(self, condition, what, allowed_exits=()):
-        def ready():
-            self._fail_if_exited(allowed_exits)
-            return next((e for e in self.steps() if condition(e)), None)
-        return lib.wait_for(ready, PROGRESS_TIMEOUT, what, interval=0.05)
-
-    def check_history(self, entries, steps):
-        """Segments of steps.log by group; each new group resumes at the latest checkpoint, and
-        the steps that count (each group's, minus those a later group redid) are 0..steps-1,
-        each exactly once."""
-        history, segments = [], []
-        for entry in entries:
-            if not segments or segments[-1][0]["group"] != entry["group"]:
-                done = len(history)
-                latest = done // CKPT_EVERY * CKPT_EVERY
-                # The log line precedes the checkpoint: a group stopped in between leaves the
-                # previous checkpoint as the latest one.
-                self.assertIn(entry["step"], (latest, max(0, latest - CKPT_EVERY)),
-                              "group %s did not resume from the latest checkpoint (%d steps "
-                              "done)\n%s" % (entry["group"], done, self.describe_agents()))
-                del history[entry["step"]:]
-                segments.append([])
-            self.assertEqual(entry["step"], len(history), "a step is missing or repeated within "
-                             "group %s\n%s" % (entry["group"], self.describe_agents()))
-            history.append(entry)
-            segments[-1].append(entry)
-        self.assertEqual([e["step"] for e in history], list(range(steps)),
-                         "steps.log does not cover every step exactly once")
-        for segment in segments:
-            self.assertEqual(len({e["world_size"] for e in segment}), 1)
-        return segments
-
     def assertSegments(self, segments, world_sizes):
         self.assertEqual([s[0]["world_size"] for s in segments], world_sizes,
                          "groups (group, world size, first step): %s\n%s" % (
                              [(s[0]["group"], s[0]["world_size"], s[0]["step"])
                               for s in segments], self.describe_agents()))
-
-    @staticmethod
-    def startup(records):
-        """The script's own start-up (spawn -> first step), worst worker of `records`."""
-        times = [r["first_step"] - r["spawn"] for r in records if "first_step" in r]
-        return max(times) if times else None
 
     @staticmethod
     def on_address(endpoint, address):
@@ -368,7 +181,7 @@ class FailoverNetnsTest(lib.DdprunTestCase):
     # -- scenarios -----------------------------------------------------------------------------
 
     def test_a_store_host_killed_survivors_move_the_store_and_a_late_node_joins(self):
-        procs = self.start_hosts(STEPS_A, NNODES_A)
+        procs = self.start_hosts(nnodes=NNODES_A, steps=STEPS_A)
         before = self.wait_step(lambda e: e["world_size"] == 6 and e["step"] >= KILL_AT,
                                 "step %d at world size 6" % KILL_AT)
         old_group = before["group"]
@@ -383,7 +196,7 @@ class FailoverNetnsTest(lib.DdprunTestCase):
         self.wait_step(lambda e: e["group"] == shrunk["group"] and e["step"] >= shrunk["step"] + 3,
                        "3 steps at world size 4", allowed_exits=(0,))
         joined_at = time.time()
-        procs.append(self.start_agent(3, STEPS_A, NNODES_A))
+        procs.append(self.start_agent(3, nnodes=NNODES_A, steps=STEPS_A))
         grown = self.wait_step(lambda e: e["world_size"] == 6 and e["t"] > joined_at,
                                "a step at world size 6 with host 3", allowed_exits=(0,))
         # The original store host comes back with the same line: its machine is the first
@@ -392,7 +205,7 @@ class FailoverNetnsTest(lib.DdprunTestCase):
         killed_proc = procs[0]
         killed_proc.wait(timeout=10)
         back_at = time.time()
-        procs.append(self.start_agent(0, STEPS_A, NNODES_A))
+        procs.append(self.start_agent(0, nnodes=NNODES_A, steps=STEPS_A))
         full = self.wait_step(lambda e: e["world_size"] == 8 and e["t"] > back_at,
                               "a step at world size 8 with host 0 back", allowed_exits=(0,))
         print("[original store host back] agent restarted -> first step at world size 8: "
