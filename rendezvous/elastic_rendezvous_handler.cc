@@ -36,11 +36,16 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
       return Publish(formed);
     } catch (const StoreConnectionError& error) {
       if (shutdown_) ThrowClosed();
-      if (!Current() || moves + 1 >= kMaxMovesPerJoin) {
+      if (moves + 1 >= kMaxMovesPerJoin) {
         throw RendezvousConnectionError(std::string("lost the rendezvous store: ") + error.what());
       }
-      spdlog::warn("lost the rendezvous store at {} while joining ({}); checking it again",
-                   StoreAddress().ToString(), error.what());
+      spdlog::warn("lost the rendezvous store at {} while joining ({}); {}",
+                   StoreAddress().ToString(), error.what(),
+                   Current() ? "checking it again" : "trying the endpoints again");
+      if (!Current()) {  // a newcomer has no round to move the store for: it looks again
+        std::lock_guard lock(mutex_);
+        store_.reset();
+      }
     }
   }
 }
