@@ -68,7 +68,8 @@ int OpenDevNull() { return ::open("/dev/null", O_WRONLY | O_CLOEXEC); }
 
 }  // namespace
 
-LocalProcessContext::LocalProcessContext(asio::io_context& io) : io_(io), kill_timer_(io) {}
+LocalProcessContext::LocalProcessContext(asio::io_context& io, int session_keeper_fd)
+    : io_(io), session_keeper_fd_(session_keeper_fd), kill_timer_(io) {}
 
 LocalProcessContext::~LocalProcessContext() {
   for (const auto& worker : workers_) {
@@ -151,7 +152,7 @@ void LocalProcessContext::StartWorker(const WorkerLaunch& launch) {
   StreamSetup out = SetUpStream(launch.out);
   StreamSetup err = SetUpStream(launch.err);
   const SpawnResult spawned =
-      SpawnWorker({launch.argv, launch.env, out.child_fd, err.child_fd});
+      SpawnWorker({launch.argv, launch.env, out.child_fd, err.child_fd, session_keeper_fd_});
   for (const int fd : {out.child_fd, err.child_fd}) {
     if (fd >= 0) ::close(fd);
   }

@@ -13,7 +13,8 @@ namespace ddprun::launcher {
 
 class LocalProcessContext : public elastic::ProcessContext {
  public:
-  explicit LocalProcessContext(asio::io_context& io);
+  // `session_keeper_fd`: SessionKeeper::WriteFd(), or -1 (no keeper).
+  explicit LocalProcessContext(asio::io_context& io, int session_keeper_fd = -1);
   // SIGKILLs and reaps whatever is still running: no worker outlives the context.
   ~LocalProcessContext() override;
 
@@ -33,6 +34,7 @@ class LocalProcessContext : public elastic::ProcessContext {
   void PrepareAttemptDir(const elastic::AttemptLaunch& attempt);
 
   asio::io_context& io_;
+  int session_keeper_fd_;
   asio::steady_timer kill_timer_;
   std::vector<std::shared_ptr<Worker>> workers_;
   ExitCallback on_exit_;

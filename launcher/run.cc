@@ -18,6 +18,7 @@
 #include "launcher/local_process_context.h"
 #include "launcher/master_endpoint.h"
 #include "launcher/launch_backend.h"
+#include "launcher/session_keeper.h"
 #include "launcher/thread_runner.h"
 
 namespace ddprun::launcher {
@@ -63,10 +64,12 @@ int Launch(const LaunchConfig& config) {
   if (config.dry_run) return RunDryRun(std::cout, config, env);  // before any dir or port
   const auto events = OpenEventLog(config);
   RunLogDir logs(config, config.rdzv_id);
+  // Before any thread or worker; destroyed after the workers (its sweep ends the launch).
+  const SessionKeeper keeper;
   const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
   asio::io_context io(kOneThread);
   const auto backend = MakeBackend(io, config, spec);
-  LocalProcessContext processes(io);
+  LocalProcessContext processes(io, keeper.WriteFd());
   std::optional<ThreadRunner> runner;
   if (backend->blocking) runner.emplace(io);
   elastic::Agent agent(spec, backend->agent_options, *backend->rendezvous, processes,
@@ -82,6 +85,7 @@ int Launch(const LaunchConfig& config) {
 }  // namespace
 
 int Main(int argc, char** argv) {
+  if (IsSessionKeeper(argc, argv)) return RunSessionKeeper();  // before any flag is looked at
   InitLogging();
   try {
     const CliResult cli =

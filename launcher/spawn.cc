@@ -42,12 +42,28 @@ class EnvBlock {
   std::vector<char*> pointers_;
 };
 
+// "<pid>\n" to the session keeper's pipe, with async-signal-safe calls only. One write of less
+// than PIPE_BUF bytes: atomic, whatever other workers write at the same time.
+void WritePidLine(int fd, pid_t pid) {
+  char text[24];
+  char* end = text + sizeof text;
+  char* at = end;
+  *--at = '\n';
+  do {
+    *--at = static_cast<char>('0' + pid % 10);
+    pid /= 10;
+  } while (pid > 0);
+  while (::write(fd, at, static_cast<std::size_t>(end - at)) < 0 && errno == EINTR) {
+  }
+}
+
 // on_setup runs in the parent before fork; on_exec_setup in the child between fork and exec,
 // with only async-signal-safe calls.
 struct WorkerSetup : bp::extend::handler {
   pid_t launcher_pid;
   int stdout_fd;
   int stderr_fd;
+  int session_keeper_fd;
   char** env;
 
   template <class Executor>
@@ -58,6 +74,8 @@ struct WorkerSetup : bp::extend::handler {
   template <class Executor>
   void on_exec_setup(Executor& /*exec*/) const {
     setsid();
+    // Registered before exec, so no window exists in which the worker runs unguarded.
+    if (session_keeper_fd >= 0) WritePidLine(session_keeper_fd, getpid());
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != launcher_pid) _exit(128 + SIGKILL);  // the launcher died before prctl
     sigset_t empty;
@@ -106,7 +124,8 @@ SpawnResult SpawnWorker(const SpawnRequest& request) {
   const std::vector<std::string> args(request.argv.begin() + 1, request.argv.end());
   std::error_code error;
   bp::child child(bp::exe = resolved.string(), bp::args = args, bp::std_in < bp::null,
-                  WorkerSetup{{}, getpid(), request.stdout_fd, request.stderr_fd, env.Get()},
+                  WorkerSetup{{}, getpid(), request.stdout_fd, request.stderr_fd,
+                              request.session_keeper_fd, env.Get()},
                   error);
   if (error) return Failure(program, error.value());
   const pid_t pid = child.id();

@@ -1,5 +1,6 @@
 // The one place that decides how a worker process is started (the spawning policy): its own
-// session and process group, stdin from /dev/null, PR_SET_PDEATHSIG(SIGKILL) so that it dies
+// session and process group, registered with the session keeper (session_keeper.h) before it
+// runs any of its own code, stdin from /dev/null, PR_SET_PDEATHSIG(SIGKILL) so that it dies
 // with the launcher, default signal dispositions and an empty signal mask, the launcher's
 // descriptors closed on exec, and exec failures reported as a shell does (127/126).
 #pragma once
@@ -16,6 +17,7 @@ struct SpawnRequest {
   std::map<std::string, std::string> env;
   int stdout_fd = -1;  // -1: inherit the launcher's
   int stderr_fd = -1;
+  int session_keeper_fd = -1;  // >= 0: the child writes "<pid>\n" there before exec
 };
 
 struct SpawnResult {

@@ -1,0 +1,77 @@
+#include "elastic/session_sweep.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace ddprun::elastic {
+namespace {
+
+// Longer than any pid line: what exceeds it is garbage, skipped up to the next newline.
+constexpr std::size_t kMaxLine = 32;
+
+}  // namespace
+
+void SessionSweep::Feed(std::string_view bytes) {
+  for (const char c : bytes) {
+    if (c != '\n') {
+      partial_.push_back(c);
+      continue;
+    }
+    int session = 0;
+    const char* end = partial_.data() + partial_.size();
+    const auto [stop, error] = std::from_chars(partial_.data(), end, session);
+    if (error == std::errc() && stop == end && partial_.size() <= kMaxLine) Guard(session);
+    partial_.clear();
+  }
+  // Bounded memory whatever arrives: an over-long line can never parse, so keep only enough of
+  // it to stay over the limit.
+  if (partial_.size() > kMaxLine) partial_.resize(kMaxLine + 1);
+}
+
+void SessionSweep::Guard(int session) {
+  if (session > 1) sessions_.insert(session);
+}
+
+void SessionSweep::Prune(const std::vector<ProcessInfo>& table) {
+  std::set<int> live;
+  for (const auto& process : table) {
+    if (!process.dead && sessions_.count(process.session)) live.insert(process.session);
+  }
+  sessions_ = std::move(live);
+}
+
+std::vector<ProcessInfo> SessionSweep::Targets(const std::vector<ProcessInfo>& table) const {
+  std::vector<ProcessInfo> targets;
+  for (const auto& process : table) {
+    if (!process.dead && sessions_.count(process.session)) targets.push_back(process);
+  }
+  return targets;
+}
+
+// A killed process may still show as alive for a moment, and one that forked between the
+// snapshot and its kill leaves a child the snapshot did not have: hence the passes.
+SweepReport SessionSweep::Sweep(ProcessTable& table, const SweepLimits& limits) const {
+  SweepReport report;
+  std::set<int> signalled;
+  const auto start = table.Now();
+  std::chrono::milliseconds pause{1};
+  for (;;) {
+    const std::vector<ProcessInfo> targets = Targets(table.Snapshot());
+    ++report.passes;
+    if (targets.empty()) break;
+    if (report.passes >= limits.max_passes || table.Now() - start >= limits.max_time) {
+      for (const auto& process : targets) report.survivors.push_back(process.pid);
+      break;
+    }
+    for (const auto& process : targets) {
+      table.Kill(process);
+      signalled.insert(process.pid);
+    }
+    table.Pause(pause);
+    pause = std::min(pause * 2, limits.max_pause);
+  }
+  report.killed = static_cast<int>(signalled.size());
+  return report;
+}
+
+}  // namespace ddprun::elastic

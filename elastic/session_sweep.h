@@ -1,0 +1,66 @@
+// What the session keeper kills when the launcher is gone (docs/architecture.md, "No orphans"):
+// every live process whose session is one of the workers' (a worker is a session leader, so its
+// session id is its pid), SIGKILLed pass after pass until none is left or the limits are hit.
+// Pure policy over the ProcessTable seam; launcher/proc_table.* is the real table.
+#pragma once
+#include <chrono>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddprun::elastic {
+
+// One process as the table lists it.
+struct ProcessInfo {
+  int pid = 0;
+  int session = 0;
+  bool dead = false;  // a zombie (or exiting): nothing left to kill
+};
+
+class ProcessTable {
+ public:
+  virtual ~ProcessTable() = default;
+  // Every process now.
+  virtual std::vector<ProcessInfo> Snapshot() = 0;
+  // SIGKILLs `process` if it still exists and is still in its session (no pid-reuse victims).
+  virtual void Kill(const ProcessInfo& process) = 0;
+  // Waits before the next pass (killed processes take a moment to die).
+  virtual void Pause(std::chrono::milliseconds duration) = 0;
+  virtual std::chrono::steady_clock::time_point Now() = 0;
+};
+
+struct SweepLimits {
+  int max_passes = 50;
+  std::chrono::milliseconds max_time{5000};
+  std::chrono::milliseconds max_pause{100};  // pauses double from 1 ms up to this
+};
+
+struct SweepReport {
+  int passes = 0;              // table snapshots taken
+  int killed = 0;              // distinct processes signalled
+  std::vector<int> survivors;  // still alive when the limits were hit; empty on success
+};
+
+class SessionSweep {
+ public:
+  // Reads the launcher's messages: decimal session ids, one per line (a partial line is kept
+  // for the next call). Ids below 2 and malformed lines are ignored.
+  void Feed(std::string_view bytes);
+  void Guard(int session);
+  const std::set<int>& Sessions() const { return sessions_; }
+
+  // Forgets the sessions with no live process in `table`: a session id is free for reuse once
+  // its last member has gone, and a stranger's new session must never be killed.
+  void Prune(const std::vector<ProcessInfo>& table);
+  // The live processes of the guarded sessions, in table order.
+  std::vector<ProcessInfo> Targets(const std::vector<ProcessInfo>& table) const;
+  // Kills the targets pass after pass until a snapshot shows none, or the limits are hit.
+  SweepReport Sweep(ProcessTable& table, const SweepLimits& limits = {}) const;
+
+ private:
+  std::set<int> sessions_;
+  std::string partial_;
+};
+
+}  // namespace ddprun::elastic
