@@ -9,6 +9,10 @@ MAKEFLAGS += --no-print-directory
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 BUILD_DIR ?= build
 SANITIZE_DIR ?= build-sanitize
+FUZZ_DIR ?= build-fuzz
+# Seconds of fuzzing per libFuzzer target (make fuzz), FUZZ_JOBS targets at a time.
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 2
 BUILD_TYPE ?= RelWithDebInfo
 # -O0 compiles about twice as fast as -O2 under ASan, which matters on 2 cores; ASan/UBSan
 # find the same bugs.
@@ -20,7 +24,8 @@ CTEST_JOBS ?= $(NPROC)
 CTEST_TIMEOUT ?= 600
 CTEST_FLAGS ?= --output-on-failure -j$(CTEST_JOBS) --timeout $(CTEST_TIMEOUT)
 
-.PHONY: all deps configure build demo torch2-venv check check-sanitize bench man clean help
+.PHONY: all deps configure build demo torch2-venv check check-sanitize fuzz fuzz-build bench man \
+  clean help
 
 all: build
 
@@ -30,6 +35,7 @@ help:
 	@echo "make demo            deps + build, then 4 real workers under ddprun"
 	@echo "make check           deps + PyTorch 2 venv + build + every test"
 	@echo "make check-sanitize  ASan/UBSan build in $(SANITIZE_DIR)/ + tests except interop"
+	@echo "make fuzz            libFuzzer targets (clang, $(FUZZ_DIR)/), $(FUZZ_SECONDS) s each"
 	@echo "make bench           every bench/*.py script"
 	@echo "make man             the ddprun(1) man page ($(BUILD_DIR)/man/ddprun.1.gz)"
 	@echo "make clean           remove the build directories"
@@ -77,6 +83,15 @@ check-sanitize: deps
 	UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
 	  ctest --test-dir $(SANITIZE_DIR) $(CTEST_FLAGS) -LE interop
 
+# libFuzzer targets (fuzz/, docs/reliability.md) in a clang tree of their own: regressions
+# replayed, then each target fuzzed for FUZZ_SECONDS; fails on any crash.
+fuzz: deps
+	$(MAKE) --no-print-directory fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) scripts/run-fuzz.sh run $(FUZZ_DIR)
+
+fuzz-build:
+	scripts/run-fuzz.sh build $(FUZZ_DIR)
+
 bench: build
 	torch2="$$(cat $(BUILD_DIR)/torch2-python 2>/dev/null || true)"; \
 	  if [ -n "$$torch2" ]; then export DDPRUN_TORCH2_PYTHON="$$torch2"; fi; \
@@ -89,4 +104,4 @@ man: configure
 	@echo "man page: $(BUILD_DIR)/man/ddprun.1.gz (read it with: man -l $(BUILD_DIR)/man/ddprun.1.gz)"
 
 clean:
-	rm -rf $(BUILD_DIR) $(SANITIZE_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(FUZZ_DIR)

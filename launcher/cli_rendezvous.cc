@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 
 #include "common/errors.h"
 #include "common/host_port.h"
@@ -30,11 +31,18 @@ std::optional<std::string> ConfValue(const LaunchConfig& config, const std::stri
   return it == config.rdzv_conf.end() ? std::nullopt : std::optional(it->second);
 }
 
+// About 31 years: a deadline this far ahead still fits the clocks' int64 nanoseconds.
+constexpr double kMaxTimeoutSeconds = 1e9;
+
 milliseconds Seconds(const LaunchConfig& config, const std::string& key, milliseconds fallback) {
   const auto text = ConfValue(config, key);
   if (!text) return fallback;
   const double seconds = ParsePositiveSeconds(*text, ConfName(config, key));
-  return milliseconds(static_cast<std::int64_t>(seconds * 1000));
+  if (seconds > kMaxTimeoutSeconds) {
+    throw UsageError(ConfName(config, key) + "=" + *text + ": must be at most 1e9 seconds");
+  }
+  // Rounded (1.001 s is 1001 ms, not 1000), and never 0: a keep-alive interval of 0 means "off".
+  return milliseconds(std::max<std::int64_t>(1, std::llround(seconds * 1000)));
 }
 
 int PositiveCount(const LaunchConfig& config, const std::string& key, int fallback) {

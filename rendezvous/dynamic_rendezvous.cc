@@ -4,12 +4,32 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 namespace ddprun::rendezvous {
 namespace {
 
 using std::chrono::milliseconds;
 using Json = nlohmann::json;
+
+// An int-valued field of a value read from the store: a JSON integer within int's range
+// (get<int>() would convert a float or a larger number instead, undefined for a float).
+// Throws std::invalid_argument naming the field.
+int IntValue(const Json& value, const std::string& what) {
+  const bool fits = value.is_number_unsigned()
+                        ? std::in_range<int>(value.get<std::uint64_t>())
+                        : value.is_number_integer() && std::in_range<int>(value.get<std::int64_t>());
+  if (!fits) throw std::invalid_argument(what + " is not an int");
+  return value.get<int>();
+}
+
+int IntField(const Json& json, const char* name) {
+  return IntValue(json.at(name), std::string("\"") + name + "\"");
+}
+
+int IntAt(const Json& array, std::size_t index) {
+  return IntValue(array.at(index), "entry " + std::to_string(index));
+}
 
 constexpr milliseconds kSealPublishTimeout{60'000};  // first sealer -> "sealed" key
 
@@ -65,7 +85,7 @@ RoundChange RoundChange::Decode(const std::string& text) {
                                      [&](const auto& entry) { return kind == entry.second; });
     if (found == std::end(kKindNames)) throw std::invalid_argument("unknown kind " + kind);
     change.kind = found->first;
-    change.group_rank = json.at("group_rank").get<int>();
+    change.group_rank = IntField(json, "group_rank");
     change.host = json.at("host").get<std::string>();
     change.detail = json.at("detail").get<std::string>();
     return change;
@@ -128,7 +148,7 @@ DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
 void DynamicRendezvous::SignalWaiting(int round) {
   if (!store_->Check({RoundKey(round, "sealed")})) return;
   const Json sealed = Json::parse(store_->GetString(RoundKey(round, "sealed")));
-  if (sealed.at("nodes").get<int>() >= options_.max_nodes) return;  // no room: wait for a change
+  if (IntField(sealed, "nodes") >= options_.max_nodes) return;  // no room: wait for a change
   Announce(round, {RoundChange::Kind::kNodeWaiting, -1, options_.node.host,
                    "node " + options_.node.host + " is waiting to join"});
 }
@@ -226,7 +246,7 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
 void DynamicRendezvous::SweepSilentMembers(int round) {
   const std::string previous_sealed = RoundKey(round - 1, "sealed");
   if (!store_->Check({previous_sealed})) return;
-  const int members = Json::parse(store_->GetString(previous_sealed)).at("nodes").get<int>();
+  const int members = IntField(Json::parse(store_->GetString(previous_sealed)), "nodes");
   if (store_->Add(RoundKey(round, "accounted"), 0) >= members) return;
   std::set<int> rejoined;
   const int arrivals = SeqValue{store_->Add(RoundKey(round, "seq"), 0)}.Arrivals();
@@ -306,7 +326,7 @@ DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
     return quorum;
   }
   const Json previous = Json::parse(store_->GetString(RoundKey(round - 1, "sealed")));
-  quorum.previous_nodes = previous.at("nodes").get<int>();
+  quorum.previous_nodes = IntField(previous, "nodes");
   quorum.members =
       quorum.previous_nodes - static_cast<int>(store_->Add(RoundKey(round, "left"), 0));
   std::set<int> skipped;
@@ -328,7 +348,7 @@ DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
   }
   // A member that never saw the previous round sealed (its store died first) came as a
   // newcomer: it is still one of the previous round's members.
-  const int previous_tickets = previous.at("nodes").get<int>() +
+  const int previous_tickets = IntField(previous, "nodes") +
                                static_cast<int>(previous.value("dropped", Json::array()).size());
   for (int ticket = 1; !newcomers.empty() && ticket <= previous_tickets; ++ticket) {
     const std::string record = RoundKey(round - 1, "node/" + std::to_string(ticket));
@@ -377,29 +397,29 @@ std::vector<std::pair<int, int>> DynamicRendezvous::DeadWhileForming(int round, 
 std::optional<FormedRound> DynamicRendezvous::ReadSealed(const Ticket& ticket) {
   const Json sealed = Json::parse(store_->GetString(RoundKey(ticket.round, "sealed")));
   if (!sealed.value("quorum", true)) {
-    throw RendezvousQuorumError(QuorumMessage(ticket.round, sealed.at("survivors").get<int>(),
-                                              sealed.at("members").get<int>(),
-                                              sealed.at("needed").get<int>()));
+    throw RendezvousQuorumError(QuorumMessage(ticket.round, IntField(sealed, "survivors"),
+                                              IntField(sealed, "members"),
+                                              IntField(sealed, "needed")));
   }
   const int mine = ticket.seq.Arrivals();
   int dropped_before = 0;
   int dropped_workers_before = 0;
   for (const auto& entry : sealed.value("dropped", Json::array())) {
-    const int dropped_ticket = entry.at(0).get<int>();
+    const int dropped_ticket = IntAt(entry, 0);
     if (dropped_ticket == mine) return std::nullopt;
     if (dropped_ticket < mine) {
       ++dropped_before;
-      dropped_workers_before += entry.at(1).get<int>();
+      dropped_workers_before += IntAt(entry, 1);
     }
   }
   FormedRound formed;
   formed.round = ticket.round;
   formed.group_rank = mine - 1 - dropped_before;
-  formed.group_world_size = sealed.at("nodes").get<int>();
+  formed.group_world_size = IntField(sealed, "nodes");
   formed.base_global_rank =
       ticket.seq.Workers() - options_.node.local_world_size - dropped_workers_before;
-  formed.global_world_size = sealed.at("world").get<int>();
-  formed.restart_count = sealed.at("restarts").get<int>();
+  formed.global_world_size = IntField(sealed, "world");
+  formed.restart_count = IntField(sealed, "restarts");
   return formed;
 }
 
@@ -410,7 +430,7 @@ int DynamicRendezvous::RestartCountFor(int round) {
   int restarts = 0;
   if (round > 0 && store_->Check({RoundKey(round - 1, "sealed")})) {
     restarts =
-        Json::parse(store_->GetString(RoundKey(round - 1, "sealed"))).at("restarts").get<int>();
+        IntField(Json::parse(store_->GetString(RoundKey(round - 1, "sealed"))), "restarts");
   }
   const bool failed = store_->Add(RoundKey(round, "failures"), 0) > 0;
   const bool lost_a_member = store_->Add(RoundKey(round, "gone"), 0) > 0;
@@ -441,7 +461,7 @@ void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange
   // connections): the declaration that accounts for the last member seals the next round.
   if (!store_->Check({RoundKey(round, "sealed")})) return;
   const int members =
-      Json::parse(store_->GetString(RoundKey(round, "sealed"))).at("nodes").get<int>();
+      IntField(Json::parse(store_->GetString(RoundKey(round, "sealed"))), "nodes");
   if (accounted >= members && AccountedAndSealable(round + 1)) Seal(round + 1);
 }
 
@@ -471,9 +491,9 @@ std::vector<RoundMember> DynamicRendezvous::Members(int round, int count) {
   const Json sealed = Json::parse(store_->GetString(RoundKey(round, "sealed")));
   std::set<int> dropped;
   for (const auto& entry : sealed.value("dropped", Json::array())) {
-    dropped.insert(entry.at(0).get<int>());
+    dropped.insert(IntAt(entry, 0));
   }
-  const int tickets = sealed.at("nodes").get<int>() + static_cast<int>(dropped.size());
+  const int tickets = IntField(sealed, "nodes") + static_cast<int>(dropped.size());
   std::vector<std::string> records;
   for (int ticket = 1; ticket <= tickets && static_cast<int>(records.size()) < count; ++ticket) {
     if (!dropped.contains(ticket)) records.push_back(RoundKey(round, "node/" + std::to_string(ticket)));
@@ -494,8 +514,8 @@ MovedStoreMarker ReadMovedStoreMarker(Store& store, const RendezvousKeys& keys) 
   if (!store.Check({keys.MovedStore()})) return {};
   try {
     const Json marker = Json::parse(store.GetString(keys.MovedStore()));
-    return {marker.at("epoch").get<int>(), marker.at("addr").get<std::string>(),
-            marker.at("basis").get<int>()};
+    return {IntField(marker, "epoch"), marker.at("addr").get<std::string>(),
+            IntField(marker, "basis")};
   } catch (const Json::exception& error) {
     throw std::invalid_argument("malformed moved-store marker " + keys.MovedStore() + ": " +
                                 error.what());

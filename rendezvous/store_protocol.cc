@@ -81,11 +81,12 @@ class Reader {
   const std::string& Error() const { return error_; }
 
  private:
+  // The request limit is checked before the buffer is: a request over it is malformed however
+  // much of it has arrived (n is at most a value's limit, so pos_ + n cannot overflow).
   bool Have(std::size_t n) {
-    if (data_.size() - pos_ >= n) return true;
     needed_ = pos_ + n;
     if (needed_ > limits_.max_request_bytes) return Fail("request larger than the limit");
-    return false;
+    return data_.size() - pos_ >= n;
   }
   template <typename Sink>
   bool Blob(std::size_t max_size, const char* what, Sink sink) {

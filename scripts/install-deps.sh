@@ -9,6 +9,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev catch2 libgloo-dev
   python3 python3-torch   # Debian's PyTorch 1.13 for /usr/bin/python3 (no recommends: ~1.5 GB of Qt)
   scdoc iproute2 procps time
+  clang libclang-rt-14-dev   # make fuzz: clang++ and libFuzzer (a recommend of clang, so named)
 )
 
 missing=()

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/store.h"
@@ -27,13 +29,26 @@ Json ParseObject(const std::string& text, const char* what) {
   }
 }
 
+// A JSON integer that T holds: get<T>() would convert anything else out of range (a float's
+// conversion is undefined behaviour).
+template <typename T>
+bool IsIntegerIn(const Json& value) {
+  if (value.is_number_unsigned()) return std::in_range<T>(value.get<std::uint64_t>());
+  return value.is_number_integer() && std::in_range<T>(value.get<std::int64_t>());
+}
+
 template <typename T>
 T Field(const Json& json, const char* name, const char* what) {
   try {
-    return json.at(name).get<T>();
-  } catch (const Json::exception&) {
-    throw std::invalid_argument(std::string(what) + " has no valid \"" + name + "\"");
+    const Json& value = json.at(name);
+    if constexpr (std::is_integral_v<T>) {
+      if (IsIntegerIn<T>(value)) return value.get<T>();
+    } else {
+      return value.get<T>();
+    }
+  } catch (const Json::exception&) {  // missing, or of another type
   }
+  throw std::invalid_argument(std::string(what) + " has no valid \"" + name + "\"");
 }
 
 // CHECK and GET only: GET (WAIT + GET) on a key that exists returns at once.
@@ -204,7 +219,7 @@ RdzvSealed ParseRdzvSealed(const std::string& text) {
   }
   if (json.contains("dropped")) {
     for (const auto& entry : json.at("dropped")) {
-      if (!entry.is_array() || entry.empty() || !entry.at(0).is_number_integer()) {
+      if (!entry.is_array() || entry.empty() || !IsIntegerIn<int>(entry.at(0))) {
         throw std::invalid_argument("sealed round: malformed dropped entry");
       }
       sealed.dropped.push_back(entry.at(0).get<int>());
@@ -260,7 +275,8 @@ RdzvView ReadRdzvView(rendezvous::Store& store, const std::string& run_id,
 }
 
 double HeartbeatAgeSeconds(std::int64_t at_ms, std::int64_t now_ms) {
-  return static_cast<double>(now_ms - at_ms) / 1000.0;
+  // In double: a stored heartbeat can be any int64, and now - at must not overflow.
+  return (static_cast<double>(now_ms) - static_cast<double>(at_ms)) / 1000.0;
 }
 
 std::string FormatRdzvTable(const RdzvView& view, std::int64_t now_ms) {

@@ -724,6 +724,14 @@ TEST_CASE("rdzv_conf values are parsed once, with torchrun's defaults", "[cli]")
              Catch::StartsWith("--rdzv_conf keep_alive_max_attempt=2.5: "));
   CHECK_THAT(ErrorOf({Train()}, {{"PET_RDZV_CONF", "is_host=maybe"}}),
              Catch::StartsWith("PET_RDZV_CONF is_host=maybe: "));
+  // Found by fuzz/cli_values_fuzzer.cc: rounded to the millisecond, never 0 ms, at most 1e9 s.
+  const auto rounded = settings({"--rdzv_backend=c10d",
+                                 "--rdzv_conf=join_timeout=1.001,keep_alive_interval=0.0001"});
+  CHECK(rounded.join_timeout == std::chrono::milliseconds(1001));
+  CHECK(rounded.keep_alive_interval == std::chrono::milliseconds(1));
+  CHECK(settings({"--rdzv_conf=timeout=1e9"}).join_timeout == std::chrono::seconds(1'000'000'000));
+  CHECK_THAT(ErrorWith({"--rdzv_conf=last_call_timeout=1e308"}),
+             Catch::StartsWith("--rdzv_conf last_call_timeout=1e308: must be at most 1e9 seconds"));
 }
 
 TEST_CASE("option --event_log, else $DDPRUN_EVENT_LOG", "[cli]") {
