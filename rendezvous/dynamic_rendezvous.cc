@@ -515,7 +515,7 @@ MovedStoreMarker ReadMovedStoreMarker(Store& store, const RendezvousKeys& keys) 
   try {
     const Json marker = Json::parse(store.GetString(keys.MovedStore()));
     return {IntField(marker, "epoch"), marker.at("addr").get<std::string>(),
-            IntField(marker, "basis")};
+            IntField(marker, "basis"), marker.value("ready", true)};
   } catch (const Json::exception& error) {
     throw std::invalid_argument("malformed moved-store marker " + keys.MovedStore() + ": " +
                                 error.what());
@@ -526,6 +526,16 @@ void DynamicRendezvous::SeedMovedStore(const FormedRound& basis,
                                        const std::vector<RoundMember>& members, int lost_rank,
                                        const MovedStoreMarker& marker) {
   const int round = basis.round;
+  // First the marker, not ready: a member that reconnects to this address (a successor on the
+  // lost store's host) must not take the half-seeded store for the lost one.
+  const auto write_marker = [&](bool ready) {
+    store_->SetString(keys_.MovedStore(), Json{{"epoch", marker.epoch},
+                                               {"addr", marker.addr},
+                                               {"basis", round},
+                                               {"ready", ready}}
+                                              .dump());
+  };
+  write_marker(false);
   store_->SetString(keys_.Hint(), std::to_string(round + 1));
   for (const RoundMember& member : members) {  // for views and the sweep's messages
     const NodeDescriptor& node = member.node;
@@ -554,8 +564,7 @@ void DynamicRendezvous::SeedMovedStore(const FormedRound& basis,
   } else {
     Announce(round, lost);
   }
-  store_->SetString(keys_.MovedStore(),
-                    Json{{"epoch", marker.epoch}, {"addr", marker.addr}, {"basis", round}}.dump());
+  write_marker(true);
 }
 
 void DynamicRendezvous::ThrowTooFew(int round) {

@@ -84,6 +84,7 @@ struct MovedStoreMarker {
   int epoch = 0;
   std::string addr;  // host:port it serves at
   int basis = -1;    // the last round formed in the lost store
+  bool ready = true;  // false while the successor seeds it (written first, then true last)
 };
 
 struct DynamicRendezvousOptions {

@@ -35,6 +35,7 @@ std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above) {
   try {
     auto store = site_.Connect(at, options_.probe_timeout);
     const MovedStoreMarker marker = ReadMovedStoreMarker(*store, keys_);
+    if (!marker.ready) return std::nullopt;  // its successor is still seeding it
     if (above >= 0 && marker.epoch <= above) return std::nullopt;
     return StoreAt{at, std::move(store), marker.epoch, false};
   } catch (const StoreConnectionError&) {
