@@ -174,12 +174,12 @@ class NetnsTrainingTest(lib.DdprunTestCase):
         return pids
 
     def kill_host(self, host):
-        """SIGKILLs host's agent (first, so that it cannot react) and its workers; returns the
-        wall-clock time of the kill."""
+        """SIGKILLs host's agent (first, so that it cannot react), its session keeper and its
+        workers, as a lost machine loses them all; returns the wall-clock time of the kill."""
         victims = self.pids_of_host(host)
         agent = self.agents[host].pid
         self.assertIn(agent, victims)
-        self.assertEqual(len(victims), 1 + NPROC, "host %d's agent and workers: %s" % (
+        self.assertEqual(len(victims), 2 + NPROC, "host %d's agent, keeper and workers: %s" % (
             host, victims))
         killed_at = time.time()
         lib.kill_quietly(agent)
