@@ -23,6 +23,7 @@ using asio::ip::tcp;
 // The kernel clamps the backlog to net.core.somaxconn; ask for as much as it allows.
 constexpr int kBacklog = 65535;
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
+constexpr int kAcceptBatch = 256;  // accepts in a row before other connections get their turn
 
 using WorkGuard = asio::executor_work_guard<asio::io_context::executor_type>;
 
@@ -44,7 +45,7 @@ tcp::endpoint ResolveBindEndpoint(asio::io_context& io, const std::string& host,
 
 }  // namespace
 
-class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
+class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl>, public ConnectionOwner {
  public:
   Impl(asio::io_context& io, ServerOptions options)
       : io_(io), options_(std::move(options)), shared_(options_.limits), acceptor_(io),
@@ -81,13 +82,15 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
     host_ = bound.address().to_string();
   }
 
+  // accept() reports the peer's address into peer_ (one accept is pending at a time), which
+  // spares a getpeername per connection.
   void Accept() {
     auto& context = NextContext();
-    acceptor_.async_accept(context, [self = shared_from_this(), &context](
-                                        const boost::system::error_code& error,
-                                        tcp::socket socket) {
-      self->OnAccept(error, context, std::move(socket));
-    });
+    acceptor_.async_accept(context, peer_,
+                           [self = shared_from_this(), &context](
+                               const boost::system::error_code& error, tcp::socket socket) {
+                             self->OnAccept(error, context, std::move(socket));
+                           });
   }
 
   void Stop() {
@@ -139,7 +142,8 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
     if (endpoint.address().is_v6()) acceptor_.set_option(asio::ip::v6_only(false), ignored);
     acceptor_.set_option(tcp::acceptor::reuse_address(true), ignored);
     if (acceptor_.bind(endpoint, error)) return error;
-    acceptor_.listen(kBacklog, error);
+    if (acceptor_.listen(kBacklog, error)) return error;
+    acceptor_.non_blocking(true, error);
     return error;
   }
 
@@ -161,7 +165,22 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
       return;
     }
     AddConnection(context, std::move(socket));
+    AcceptPending();
     Accept();
+  }
+
+  // Takes what else waits in the accept queue now, as libuv does: at a job's start thousands of
+  // clients connect at once, and a full queue (somaxconn) drops their SYNs, which costs each of
+  // them a retransmission a second later.
+  void AcceptPending() {
+    for (int i = 0; i < kAcceptBatch && !stopped_; ++i) {
+      auto& context = NextContext();
+      tcp::socket socket(context);
+      boost::system::error_code error;
+      acceptor_.accept(socket, peer_, error);  // the acceptor is non-blocking
+      if (error) return;  // would_block; anything else, the next async accept reports
+      AddConnection(context, std::move(socket));
+    }
   }
 
   // Runs the WhenClientsGone callback if its condition holds, else sets the timer for the
@@ -207,11 +226,8 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
     }
     socket.set_option(tcp::no_delay(true), ignored);
     const std::uint64_t id = next_id_++;
-    auto connection = std::make_shared<StoreConnection>(
-        context, std::move(socket), shared_, options_.limits, id,
-        [weak = weak_from_this()](std::uint64_t closed_id) {
-          if (auto self = weak.lock()) self->OnConnectionClosed(closed_id);
-        });
+    auto connection = std::make_shared<StoreConnection>(context, std::move(socket), peer_, shared_,
+                                                        options_.limits, id, weak_from_this());
     {
       const std::lock_guard lock(connections_mutex_);
       connections_.emplace(id, connection);
@@ -220,7 +236,7 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   // On the closed connection's thread.
-  void OnConnectionClosed(std::uint64_t id) {
+  void OnConnectionClosed(std::uint64_t id) override {
     {
       const std::lock_guard lock(connections_mutex_);
       connections_.erase(id);
@@ -234,6 +250,7 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl> {
   ServerOptions options_;
   SharedKeys shared_;
   tcp::acceptor acceptor_;
+  tcp::endpoint peer_;  // of the connection being accepted
   asio::steady_timer retry_timer_;
   asio::steady_timer gone_timer_;  // WhenClientsGone
   std::function<void()> gone_callback_;

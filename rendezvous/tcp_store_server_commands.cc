@@ -131,6 +131,7 @@ KeySpace::ReadyCallback StoreConnection::WaitReadyCallback(
 // every later reply of the client).
 void StoreConnection::OnWaitReady(KeySpace::WaiterId id) {
   if (closed_ || std::erase(waits_, id) == 0) return;
+  if (waits_.empty()) waits_.shrink_to_fit();  // an idle connection keeps no storage
   Reply(U8Reply(static_cast<std::uint8_t>(WaitResponse::kStopWaiting)));
 }
 

@@ -1,10 +1,14 @@
 // One client connection of the TCP store server (internal to rendezvous/): buffers input,
 // detects the protocol generation from the first bytes, parses complete requests, executes
 // them on the key space and queues replies. Malformed input or a broken limit closes this
-// connection only. Lives on one io_context thread (its own); the key space is shared by every
-// connection of the server, under SharedKeys' lock, and a write that releases a waiter of a
-// connection on another thread hands it the reply through that thread's io_context.
+// connection only. An idle connection holds no heap buffer: its pending read lands in a small
+// array of its own, and only a request that does not fit (or a burst) grows a heap buffer,
+// which is freed once parsed. Lives on one io_context thread (its own); the key space is
+// shared by every connection of the server, under SharedKeys' lock, and a write that releases
+// a waiter of a connection on another thread hands it the reply through that thread's
+// io_context.
 #pragma once
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -12,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,13 +35,23 @@ struct SharedKeys {
   std::recursive_mutex mutex;
 };
 
+// Told when a connection has closed (the server's table of connections); held weakly.
+class ConnectionOwner {
+ public:
+  virtual void OnConnectionClosed(std::uint64_t id) = 0;
+
+ protected:
+  ~ConnectionOwner() = default;
+};
+
 class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
  public:
-  using ClosedCallback = std::function<void(std::uint64_t id)>;
-
   // `socket` belongs to `io`, whose one thread runs every method below except LastActivity.
-  StoreConnection(asio::io_context& io, asio::ip::tcp::socket socket, SharedKeys& shared,
-                  const ServerLimits& limits, std::uint64_t id, ClosedCallback on_closed);
+  // `peer` is the client's address as accept() reported it (for log lines).
+  StoreConnection(asio::io_context& io, asio::ip::tcp::socket socket,
+                  const asio::ip::tcp::endpoint& peer, SharedKeys& shared,
+                  const ServerLimits& limits, std::uint64_t id,
+                  std::weak_ptr<ConnectionOwner> owner);
 
   void Start();
   asio::io_context& Io() const { return io_; }
@@ -48,10 +63,19 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   void Close(const std::string& reason);
 
  private:
+  // What an idle connection's read lands in; larger requests continue in input_.
+  static constexpr std::size_t kSmallRead = 128;
+
   void ReadMore();
-  void OnRead(const boost::system::error_code& error, std::size_t bytes);
+  void OnSmallRead(const boost::system::error_code& error, std::size_t bytes);
+  void OnRead(const boost::system::error_code& error);
   void ProcessInput();
+  std::span<const std::uint8_t> Unparsed() const;
+  void Consume(std::size_t bytes);
+  void KeepUnparsed();
   void CompactInput();
+  void ReleaseInput();
+  std::string PeerName() const;
   bool ProcessOne();  // false: stop processing (need more data, paused or closed)
   void Reply(const Bytes& bytes);
   void Flush();
@@ -78,17 +102,22 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   SharedKeys& shared_;
   KeySpace& keys_;  // shared_.keys; use it only holding shared_.mutex
   const ServerLimits& limits_;
-  ProtocolLimits protocol_limits_;
   std::uint64_t id_;
-  ClosedCallback on_closed_;
-  std::string peer_;
+  std::weak_ptr<ConnectionOwner> owner_;
+  asio::ip::tcp::endpoint peer_;
 
   std::optional<Generation> generation_;
   bool validated_ = false;
-  Bytes input_;                 // storage; valid bytes are [input_begin_, input_end_)
+  // Unparsed bytes are [small_begin_, small_end_) of small_ right after a read into it, else
+  // [input_begin_, input_end_) of input_; never both.
+  std::array<std::uint8_t, kSmallRead> small_;
+  std::uint16_t small_begin_ = 0;
+  std::uint16_t small_end_ = 0;
+  bool burst_ = false;  // the last read filled its buffer: more is likely waiting
+  Bytes input_;         // no storage while idle
   std::size_t input_begin_ = 0;
   std::size_t input_end_ = 0;
-  std::size_t need_ = 1;  // bytes needed from input_begin_ before parsing can progress
+  std::size_t need_ = 1;  // unparsed bytes needed before parsing can progress
   Bytes output_;          // replies not yet handed to the socket
   Bytes in_flight_;       // replies being written
   bool reading_ = false;
