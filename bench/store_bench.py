@@ -33,9 +33,11 @@ sys.stdin.read()
 """
 
 
-def start(argv):
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    ready, _, _ = select.select([process.stdout], [], [], 120)
+def start(argv, preexec_fn=None, timeout=120):
+    """Starts a server that prints "listening on HOST:PORT"; returns (process, port)."""
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                               preexec_fn=preexec_fn)
+    ready, _, _ = select.select([process.stdout], [], [], timeout)
     line = process.stdout.readline() if ready else ""
     if not line.startswith("listening on "):
         process.kill()

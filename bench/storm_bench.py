@@ -51,6 +51,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import store_bench  # noqa: E402
 from store_bench import cpu_seconds, has_torch, torch2_python  # noqa: E402
 
 # PyTorch's server on a listening socket of our own: bound to the address we choose, so that
@@ -106,23 +107,10 @@ def raise_nofile(wanted):
 
 
 def start(argv, clients):
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                               preexec_fn=raise_nofile(clients + 1024))
-    ready, _, _ = select.select([process.stdout], [], [], 180)
-    line = process.stdout.readline() if ready else ""
-    if not line.startswith("listening on "):
-        process.kill()
-        raise RuntimeError(f"{argv[0]} did not start: {line!r}")
-    return process, int(line.strip().rsplit(":", 1)[1])
+    return store_bench.start(argv, preexec_fn=raise_nofile(clients + 1024), timeout=180)
 
 
-def stop(process):
-    process.terminate()
-    try:
-        process.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
+stop = store_bench.stop
 
 
 def read_json_line(process, timeout):
