@@ -18,6 +18,10 @@ using Json = nlohmann::ordered_json;  // output keys in the order written
 // Rounds walked past the hint at most (a hint lags by one round at most; this only bounds a
 // store that is not what it seems).
 constexpr int kMaxRoundsAhead = 1000;
+// The newest formed round is the hint's or the one before it (a round forms only once the one
+// before it ended); a view looks this far back at most, so a corrupt hint cannot make it read
+// a billion keys.
+constexpr int kMaxRoundsBack = 1000;
 
 Json ParseObject(const std::string& text, const char* what) {
   try {
@@ -260,7 +264,7 @@ RdzvView ReadRdzvView(rendezvous::Store& store, const std::string& run_id,
        ++ahead) {
     ++newest;
   }
-  for (int round = newest; round >= 0; --round) {
+  for (int round = newest; round >= 0 && round >= newest - kMaxRoundsBack; --round) {
     const std::string key = keys.Round(round, "sealed");
     if (const auto sealed = reader.ReadDecoded(key, ParseRdzvSealed)) {
       view.formed = ReadFormed(reader, round, *sealed);

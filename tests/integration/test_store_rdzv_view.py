@@ -219,6 +219,17 @@ class StoreRdzvViewTest(lib.DdprunTestCase):
         self.assertEqual(view["formed"]["round"], 3)
         self.assertEqual(view["forming"]["round"], 4)
 
+    def test_a_huge_hint_is_read_in_bounded_time(self):
+        """A corrupt hint (the largest accepted) must not make the view walk a billion rounds:
+        it looks a bounded number of rounds back and reports none formed."""
+        self.two_round_state("job")
+        self.client("set", "ddprun/rdzv/job/round", "999999999")
+        started = time.monotonic()
+        view = self.view_json("job")
+        self.assertEqual(view["round_hint"], 999999999)
+        self.assertIsNone(view["formed"])
+        self.assertLess(time.monotonic() - started, 9.0)  # the tool's --timeout is 10 s
+
     def test_sealing_round_and_closed_job(self):
         # Round 0 just sealed (the seal ADD is in, the first sealer has not published it yet).
         self.populate("j2", {"round": "0", "r0/seq": str(seq(2, 2, 1)), "r0/min": "1",
