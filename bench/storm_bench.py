@@ -52,6 +52,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import store_bench  # noqa: E402
+from rendezvous_bench import status_kib  # noqa: E402
 from store_bench import cpu_seconds, has_torch, torch2_python  # noqa: E402
 
 # PyTorch's server on a listening socket of our own: bound to the address we choose, so that
@@ -74,15 +75,6 @@ sys.stdin.read()
 """
 CONNECTIONS_PER_ADDRESS = 8000
 SPEEDUP_TARGET = 2.0
-
-
-def status_kib(pid, field):
-    """A /proc/<pid>/status field in KiB (VmHWM: peak RSS, VmRSS: now)."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def listen_overflows():
