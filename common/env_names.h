@@ -1,4 +1,4 @@
-// Names of the environment variables torchrun gives its workers.
+// Names of the environment variables torchrun gives its workers, and ddprun's own it reads.
 #pragma once
 
 namespace ddprun::env {
@@ -24,5 +24,9 @@ inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
 inline constexpr const char* kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr const char* kLogLinePrefixTemplate = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE";
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+// The rendezvous token (docs/reliability.md), read by ddprun and ddprun-store; the token itself
+// is removed from the workers' environment.
+inline constexpr const char* kRdzvToken = "DDPRUN_RDZV_TOKEN";
+inline constexpr const char* kRdzvTokenFile = "DDPRUN_RDZV_TOKEN_FILE";
 
 }  // namespace ddprun::env

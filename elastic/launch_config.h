@@ -3,9 +3,14 @@
 #pragma once
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace ddprun::rendezvous {
+class AuthKey;
+}  // namespace ddprun::rendezvous
 
 namespace ddprun::elastic {
 
@@ -48,6 +53,13 @@ struct RendezvousSettings {
   std::chrono::milliseconds keep_alive_interval{5'000};
   int keep_alive_max_attempt = 3;
   std::optional<bool> is_host;  // none: decided by the endpoint's host
+  // The address the stores this node serves bind (store_bind); none: as without it (every
+  // interface; loopback for --standalone).
+  std::optional<std::string> store_bind;
+  // The job's token (token_file, $DDPRUN_RDZV_TOKEN_FILE, $DDPRUN_RDZV_TOKEN): set, agents
+  // authenticate every rendezvous connection and workers serve their own store.
+  std::shared_ptr<const rendezvous::AuthKey> auth;
+  std::string auth_source;  // where the token came from ("file /etc/job.token")
 
   // How long a peer may stay silent before it counts as lost.
   std::chrono::milliseconds HeartbeatTimeout() const {

@@ -36,6 +36,7 @@ std::string VirtualVisibleDevice(const Environment& base, int local_rank) {
 Environment BuildWorkerEnv(const Environment& base, const WorkerGroupEnv& group, int local_rank,
                            const std::string& error_file) {
   Environment env = base;
+  env.erase(env::kRdzvToken);  // the agents' secret: user code has no use for it, and logs it
   env[env::kLocalRank] = std::to_string(group.virtual_local_rank ? 0 : local_rank);
   env[env::kRank] = std::to_string(group.ranks.base_global_rank + local_rank);
   env[env::kGroupRank] = std::to_string(group.group_rank);

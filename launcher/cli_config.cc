@@ -305,6 +305,7 @@ LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const E
   ResolveNproc(raw, gpus, config);  // flag errors first, then the script's
   FillScript(raw, split, env, config);
   ResolveRendezvous(config);
+  ReadAuthentication(config, env);
   CheckLaunchable(config);
   return config;
 }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "completion/completion.h"
 #include "elastic/launch_config.h"
 #include "launcher/cli.h"
 
@@ -24,10 +25,15 @@ struct OptionSpec {
   bool pet;             // has a PET_<DEST> environment default
   const char* group;
   const char* help;
+  // The values it accepts, space-separated, when they form a closed list ("static c10d"): the
+  // shell completion offers them; options whose values are only these are checked against them.
+  const char* choices = nullptr;
 };
 
 std::span<const OptionSpec> Options();
 const OptionSpec* FindOption(const std::string& dest);
+std::vector<std::string> Choices(const OptionSpec& spec);  // empty without a list
+std::vector<std::string> Choices(const std::string& dest);
 std::string PetName(const OptionSpec& spec);  // "PET_NPROC_PER_NODE"
 std::vector<std::string> LongNames(
     const OptionSpec& spec);  // "--nproc_per_node", "--nproc-per-node"
@@ -56,6 +62,12 @@ struct RawValues {
   bool On(const std::string& dest) const;
 };
 
+// The command line as shell completion sees it: every option and spelling, values, the training
+// script (cli_completion.cc).
+completion::Command CompletionCommand();
+// `ddprun --print-completion SHELL`'s script; throws UsageError for a shell it has none for.
+std::string CompletionScript(const std::string& shell, const std::string& given_as);
+
 // Validates and resolves everything into a LaunchConfig (cli_config.cc).
 elastic::LaunchConfig BuildConfig(const RawValues& raw, const SplitArgs& split,
                                   const EnvLookup& env, const GpuCounter& gpus);
@@ -66,6 +78,8 @@ elastic::RendezvousSettings ReadRendezvousSettings(const elastic::LaunchConfig& 
 // Static backend with --rdzv_endpoint HOST:PORT: the master is that endpoint (torchrun reads
 // --master_addr/--master_port only when no endpoint is given).
 void UseStaticEndpointAsMaster(elastic::LaunchConfig& config);
+// The job's token, if any (rdzv_token.h), into config.rdzv_settings.auth.
+void ReadAuthentication(elastic::LaunchConfig& config, const EnvLookup& env);
 // Throws UsageError (exit 2) for a backend or node layout this build cannot launch.
 void CheckLaunchable(const elastic::LaunchConfig& config);
 

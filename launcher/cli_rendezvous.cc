@@ -10,6 +10,7 @@
 #include "common/errors.h"
 #include "common/host_port.h"
 #include "launcher/cli_internal.h"
+#include "launcher/rdzv_token.h"
 
 namespace ddprun::launcher::cli {
 namespace {
@@ -114,6 +115,13 @@ elastic::RendezvousSettings ReadRendezvousSettings(const LaunchConfig& config) {
   settings.keep_alive_max_attempt =
       PositiveCount(config, "keep_alive_max_attempt", settings.keep_alive_max_attempt);
   settings.is_host = Bool(config, "is_host");
+  if (const auto bind = ConfValue(config, "store_bind")) {
+    if (bind->empty()) {
+      throw UsageError(ConfName(config, "store_bind") +
+                       "=: give an address of this machine, 0.0.0.0 or :: (every interface)");
+    }
+    settings.store_bind = *bind;
+  }
   return settings;
 }
 
@@ -122,6 +130,13 @@ void UseStaticEndpointAsMaster(LaunchConfig& config) {
   const HostPort endpoint = ParseHostPort(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
   config.master_addr = endpoint.host;
   config.master_port = endpoint.port;
+}
+
+void ReadAuthentication(LaunchConfig& config, const EnvLookup& env) {
+  auto token = ReadRendezvousToken(config.rdzv_conf, config.GivenAs("rdzv_conf"), env);
+  if (!token) return;
+  config.rdzv_settings.auth = std::move(token->key);
+  config.rdzv_settings.auth_source = std::move(token->source);
 }
 
 void CheckLaunchable(const LaunchConfig& config) {

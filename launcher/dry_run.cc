@@ -51,6 +51,9 @@ struct PlannedRound {
   std::vector<std::string> notes;
 };
 
+constexpr const char* kOneNodeToken =
+    "one node: no rendezvous between agents to authenticate; the token is not used";
+
 bool IsStatic(const LaunchConfig& config) {
   return config.rdzv_backend == "static" && !config.standalone;
 }
@@ -61,6 +64,7 @@ void PlanSingleNode(const LaunchConfig& config, PlannedRound& round) {
   round.master_addr_shown = master.master_addr;
   round.master_port_shown =
       master.master_port == 0 ? kAtLaunch : std::to_string(master.master_port);
+  if (config.rdzv_settings.auth) round.notes.push_back(kOneNodeToken);
 }
 
 // Static: node_rank of max_nodes, master_addr:master_port, node 0's agent store. Dynamic
@@ -77,15 +81,21 @@ void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
   round.notes.push_back("ranks as torchrun assigns them when every node runs nproc_per_node=" +
                         std::to_string(config.nproc_per_node) +
                         " workers (other nodes' counts are not known here)");
+  const bool authenticated = static_cast<bool>(config.rdzv_settings.auth);
+  if (authenticated) {
+    round.notes.push_back("authenticated rendezvous (token from " +
+                          config.rdzv_settings.auth_source +
+                          "): the workers serve their own store, at a port node 0 picks");
+  }
   if (IsStatic(config)) {
     round.info.master_addr = round.master_addr_shown = config.master_addr;
     round.info.master_port = config.master_port.value_or(29500);
-    round.master_port_shown = std::to_string(round.info.master_port);
-    round.info.use_agent_store = true;
+    round.master_port_shown = authenticated ? kAtRendezvous : std::to_string(round.info.master_port);
+    round.info.use_agent_store = !authenticated;
     return;
   }
   round.master_addr_shown = round.master_port_shown = kAtRendezvous;
-  round.info.use_agent_store = config.rdzv_backend != "etcd";
+  round.info.use_agent_store = config.rdzv_backend != "etcd" && !authenticated;
   round.notes.push_back("rdzv_backend " + config.rdzv_backend +
                         ": the rendezvous decides GROUP_RANK (shown as " +
                         std::to_string(round.info.group_rank) + "), MASTER_ADDR and MASTER_PORT");
@@ -111,6 +121,9 @@ PlannedRound PlanRound(const LaunchConfig& config, const elastic::WorkerSpec& sp
     PlanMultiNode(config, round);
   } else {
     PlanSingleNode(config, round);
+  }
+  if (const auto& bind = config.rdzv_settings.store_bind) {
+    round.notes.push_back("the stores this node serves bind " + *bind + " (store_bind)");
   }
   std::vector<elastic::RoleInfo> nodes;
   for (int rank = 0; rank < round.info.group_world_size; ++rank) {

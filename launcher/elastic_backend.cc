@@ -13,6 +13,7 @@
 #include "common/hostname.h"
 #include "common/logging.h"
 #include "launcher/elastic_monitor.h"
+#include "launcher/free_port.h"
 #include "launcher/tcp_store_site.h"
 
 namespace ddprun::launcher {
@@ -61,18 +62,35 @@ bool IsLoopback(const std::string& address) {
   return address.starts_with("127.") || address == "::1";
 }
 
-// Serves each round's worker store on a thread of its own, on an ephemeral port.
+// Serves each round's worker store on a thread of its own, on an ephemeral port of `host`.
 class ThreadWorkerStoreHost : public rendezvous::WorkerStoreHost {
  public:
+  explicit ThreadWorkerStoreHost(std::string host) : host_(std::move(host)) {}
   int Serve() override {
     server_.reset();
-    server_ = std::make_unique<StoreServerThread>("", 0);
+    rendezvous::ServerOptions options;
+    options.host = host_;
+    server_ = std::make_unique<StoreServerThread>(options);
     return server_->Port();
   }
   void Stop() override { server_.reset(); }
 
  private:
+  std::string host_;
   std::unique_ptr<StoreServerThread> server_;
+};
+
+// An authenticated rendezvous: rank 0's worker serves the workers' store itself, on a port of
+// `host` free when the round forms.
+class OwnWorkerStore : public rendezvous::WorkerStoreHost {
+ public:
+  explicit OwnWorkerStore(std::string host) : host_(std::move(host)) {}
+  int Serve() override { return PickFreePort(host_); }
+  void Stop() override {}
+  bool AgentServes() const override { return false; }
+
+ private:
+  std::string host_;
 };
 
 rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConfig& config,
@@ -127,9 +145,14 @@ std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
   const auto& settings = config.rdzv_settings;
   auto backend = std::make_unique<LaunchBackend>();
   backend->store_site = std::make_unique<TcpStoreSite>(TcpStoreSiteOptions{
-      settings.read_timeout, std::max(milliseconds{10'000}, settings.HeartbeatTimeout()),
-      settings.HeartbeatTimeout()});
-  backend->worker_store = std::make_unique<ThreadWorkerStoreHost>();
+      settings.read_timeout, ServedStoreOptions(config, 0),
+      std::max(milliseconds{10'000}, settings.HeartbeatTimeout()), settings.HeartbeatTimeout()});
+  const std::string bind = settings.store_bind.value_or("");
+  if (settings.auth) {
+    backend->worker_store = std::make_unique<OwnWorkerStore>(bind);
+  } else {
+    backend->worker_store = std::make_unique<ThreadWorkerStoreHost>(bind);
+  }
   rendezvous::ElasticHandlerOptions handler;
   handler.rendezvous = RendezvousOptions(config, spec);
   handler.advertised_addr = handler.rendezvous.node.addr;
@@ -145,9 +168,11 @@ std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
   // later than the heartbeat timeout means the store is lost.
   const rendezvous::ElasticRendezvousHandler* where = rendezvous.get();
   const auto reply_timeout = settings.HeartbeatTimeout();
-  rendezvous::StoreConnector connect_round_store = [where, reply_timeout](milliseconds timeout) {
+  rendezvous::StoreConnector connect_round_store = [where, reply_timeout,
+                                                    auth = settings.auth](milliseconds timeout) {
     const HostPort at = where->StoreAddress();
-    return TcpStoreConnector(at.host, at.port.value_or(kDefaultC10dPort), reply_timeout)(timeout);
+    return TcpStoreConnector(at.host, at.port.value_or(kDefaultC10dPort), reply_timeout,
+                             auth)(timeout);
   };
   backend->rendezvous = std::move(rendezvous);
   backend->monitor = std::make_unique<ElasticMonitor>(

@@ -1,5 +1,6 @@
 #include "launcher/launch_backend.h"
 
+#include "common/logging.h"
 #include "launcher/elastic_backend.h"
 #include "launcher/hosted_store.h"
 #include "launcher/static_backend.h"
@@ -8,16 +9,27 @@
 namespace ddprun::launcher {
 
 rendezvous::StoreConnector TcpStoreConnector(std::string host, int port,
-                                             std::chrono::milliseconds reply_timeout) {
-  return [host = std::move(host), port,
-          reply_timeout](std::chrono::milliseconds timeout) -> std::shared_ptr<rendezvous::Store> {
+                                             std::chrono::milliseconds reply_timeout,
+                                             std::shared_ptr<const rendezvous::AuthKey> auth) {
+  return [host = std::move(host), port, reply_timeout,
+          auth = std::move(auth)](std::chrono::milliseconds timeout)
+             -> std::shared_ptr<rendezvous::Store> {
     rendezvous::ClientOptions options;
     options.host = host;
     options.port = port;
     options.timeout = reply_timeout;
     options.connect_timeout = timeout;
+    options.auth = auth;
     return std::make_shared<rendezvous::TcpStoreClient>(options);
   };
+}
+
+rendezvous::ServerOptions ServedStoreOptions(const elastic::LaunchConfig& config, int port) {
+  rendezvous::ServerOptions options;
+  options.host = config.rdzv_settings.store_bind.value_or("");
+  options.port = port;
+  options.auth = config.rdzv_settings.auth;
+  return options;
 }
 
 std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io,
@@ -25,6 +37,9 @@ std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io,
                                            const elastic::WorkerSpec& spec) {
   if (config.Elastic()) return MakeElasticBackend(io, config, spec);
   if (IsMultiNode(config)) return MakeStaticBackend(io, config, spec);
+  if (config.rdzv_settings.auth) {
+    spdlog::info("one node: no rendezvous between agents to authenticate; the token is not used");
+  }
   auto backend = std::make_unique<LaunchBackend>();
   backend->rendezvous = std::make_unique<HostedStoreRendezvous>(io, config);
   backend->agent_options.shutdown_timeout = config.shutdown_timeout;

@@ -29,9 +29,15 @@ struct LaunchBackend {
 };
 
 // Opens a TcpStoreClient of host:port (each call a new connection), giving up connecting after
-// the call's timeout; every reply is awaited at most `reply_timeout`.
+// the call's timeout; every reply is awaited at most `reply_timeout`. With `auth`, each
+// connection authenticates first.
 rendezvous::StoreConnector TcpStoreConnector(std::string host, int port,
-                                             std::chrono::milliseconds reply_timeout);
+                                             std::chrono::milliseconds reply_timeout,
+                                             std::shared_ptr<const rendezvous::AuthKey> auth);
+
+// The options of a store this node serves for other nodes: config's store_bind (else every
+// interface) and token.
+rendezvous::ServerOptions ServedStoreOptions(const elastic::LaunchConfig& config, int port);
 
 // Throws UsageError for what the launch cannot set up (a store port in use, ...).
 std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io, const elastic::LaunchConfig& config,

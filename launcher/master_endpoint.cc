@@ -27,14 +27,38 @@ bool ResolvesToIpv4LoopbackOnly(const std::string& name) {
 
 }  // namespace
 
-StoreEndpoint SingleNodeStoreEndpoint(const elastic::LaunchConfig& config) {
+namespace {
+
+StoreEndpoint Endpoint(std::string host, int port, std::string master_addr) {
+  StoreEndpoint endpoint;
+  endpoint.server.host = std::move(host);
+  endpoint.server.port = port;
+  endpoint.master_addr = std::move(master_addr);
+  return endpoint;
+}
+
+// Without --rdzv_conf store_bind.
+StoreEndpoint DefaultSingleNodeEndpoint(const elastic::LaunchConfig& config) {
   if (config.rdzv_backend == "static" && !config.standalone) {
-    return {{"", config.master_port.value_or(29500), {}}, config.master_addr};
+    return Endpoint("", config.master_port.value_or(29500), config.master_addr);
   }
   const std::string advertised = config.local_addr.value_or(Fqdn());
-  if (!config.standalone) return {{"", 0, {}}, advertised};
+  if (!config.standalone) return Endpoint("", 0, advertised);
   const bool loopback = ResolvesToIpv4LoopbackOnly(advertised);
-  return {{"127.0.0.1", 0, {}}, loopback ? advertised : "127.0.0.1"};
+  return Endpoint("127.0.0.1", 0, loopback ? advertised : "127.0.0.1");
+}
+
+}  // namespace
+
+// store_bind replaces the bound address; one that is not every interface is also what the
+// workers reach.
+StoreEndpoint SingleNodeStoreEndpoint(const elastic::LaunchConfig& config) {
+  StoreEndpoint endpoint = DefaultSingleNodeEndpoint(config);
+  const auto& bind = config.rdzv_settings.store_bind;
+  if (!bind) return endpoint;
+  endpoint.server.host = *bind;
+  if (*bind != "::" && *bind != "0.0.0.0") endpoint.master_addr = *bind;
+  return endpoint;
 }
 
 std::string FreePortHint(const elastic::LaunchConfig& config) {

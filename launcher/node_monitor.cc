@@ -47,6 +47,7 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
     client.port = options_.store_port;
     client.timeout = options_.interval * 2;
     client.connect_timeout = options_.interval;
+    client.auth = options_.auth;
     return std::make_shared<rendezvous::PrefixStore>(
         prefix_, std::make_shared<rendezvous::TcpStoreClient>(client));
   }

@@ -12,6 +12,10 @@
 #include "common/asio.h"
 #include "launcher/threaded_monitor.h"
 
+namespace ddprun::rendezvous {
+class AuthKey;
+}  // namespace ddprun::rendezvous
+
 namespace ddprun::launcher {
 
 struct NodeMonitorOptions {
@@ -20,6 +24,7 @@ struct NodeMonitorOptions {
   std::string run_id = "none";
   std::chrono::milliseconds interval{5000};  // rdzv_conf keep_alive_interval
   int max_attempts = 3;                      // rdzv_conf keep_alive_max_attempt
+  std::shared_ptr<const rendezvous::AuthKey> auth;  // the job's token, if any
 };
 
 class NodeMonitor : public ThreadedMonitor {

@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "launcher/join_progress.h"
+#include "launcher/free_port.h"
 #include "launcher/master_endpoint.h"
 #include "launcher/node_monitor.h"
 #include "launcher/store_server_thread.h"
@@ -32,6 +33,11 @@ rendezvous::StaticRendezvousOptions RendezvousOptions(const elastic::LaunchConfi
   options.host = spec.hostname;
   options.join_timeout = settings.join_timeout;
   options.on_progress = MakeJoinProgressPrinter(::isatty(STDERR_FILENO) == 1);
+  if (settings.auth) {  // PyTorch clients cannot authenticate: the workers serve their own store
+    options.pick_worker_port = [bind = settings.store_bind.value_or("")] {
+      return PickFreePort(bind);
+    };
+  }
   return options;
 }
 
@@ -43,6 +49,7 @@ NodeMonitorOptions MonitorOptions(const elastic::LaunchConfig& config,
   options.run_id = config.rdzv_id;
   options.interval = settings.keep_alive_interval;
   options.max_attempts = settings.keep_alive_max_attempt;
+  options.auth = settings.auth;
   return options;
 }
 
@@ -63,12 +70,13 @@ std::unique_ptr<LaunchBackend> MakeStaticBackend(asio::io_context& io,
     const auto heartbeat_timeout = settings.HeartbeatTimeout();
     const auto linger = std::max(std::chrono::milliseconds{10'000}, heartbeat_timeout);
     backend->rendezvous_store = std::make_unique<StoreServerThread>(
-        "", config.master_port.value_or(29500), linger, heartbeat_timeout, FreePortHint(config));
+        ServedStoreOptions(config, config.master_port.value_or(29500)), linger, heartbeat_timeout,
+        FreePortHint(config));
   }
   backend->rendezvous = std::make_unique<rendezvous::StaticRendezvous>(
       RendezvousOptions(config, spec, settings),
       TcpStoreConnector(StoreHost(config), config.master_port.value_or(29500),
-                        milliseconds{60'000}));
+                        milliseconds{60'000}, settings.auth));
   backend->monitor = std::make_unique<NodeMonitor>(io, MonitorOptions(config, settings));
   backend->blocking = true;
   backend->agent_options.shutdown_timeout = config.shutdown_timeout;

@@ -7,21 +7,21 @@
 
 namespace ddprun::launcher {
 
-StoreServerThread::StoreServerThread(const std::string& host, int port,
+StoreServerThread::StoreServerThread(const rendezvous::ServerOptions& options,
                                      std::chrono::milliseconds linger,
                                      std::chrono::milliseconds quiet_for,
                                      const std::string& port_hint)
     : linger_(linger), quiet_for_(quiet_for) {
-  rendezvous::ServerOptions options;
-  options.host = host;
-  options.port = port;
   try {
     server_ = std::make_unique<rendezvous::TcpStoreServer>(io_, options);
+  } catch (const rendezvous::AddressInUseError& error) {
+    throw PortInUseError(std::string(error.what()) + "; " + port_hint);
   } catch (const SystemError& error) {
     throw UsageError(std::string(error.what()) + "; " + port_hint);
   }
   port_ = server_->Port();
-  spdlog::info("node 0 store listening on {}:{}", host.empty() ? "*" : host, port_);
+  spdlog::info("{}store listening on {}:{}", options.auth ? "authenticated " : "",
+               options.host.empty() ? "*" : options.host, port_);
   thread_ = std::thread([this] { io_.run(); });
 }
 

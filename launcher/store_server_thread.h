@@ -8,18 +8,26 @@
 #include <thread>
 
 #include "common/asio.h"
+#include "common/errors.h"
 #include "rendezvous/tcp_store_server.h"
 
 namespace ddprun::launcher {
 
+// The store's port is taken on this machine (another program, or another agent serving it).
+class PortInUseError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 class StoreServerThread {
  public:
-  // Binds `host` ("" = every interface) : `port` now; a port in use throws UsageError ending in
-  // `port_hint` (what the user should change).
+  // Binds options.host ("" = every interface) : options.port now (with options.auth, every
+  // client must authenticate); a port in use throws UsageError ending in `port_hint` (what the
+  // user should change): PortInUseError when the port is taken, else UsageError.
   // Before closing, the destructor waits up to `linger` until every client has disconnected or
   // gone quiet for `quiet_for` (a lost peer's connections never close), so that peers finishing
   // their exit barrier never see the store vanish under them, while a lost one holds nothing up.
-  StoreServerThread(const std::string& host, int port,
+  StoreServerThread(const rendezvous::ServerOptions& options,
                     std::chrono::milliseconds linger = std::chrono::milliseconds{0},
                     std::chrono::milliseconds quiet_for = std::chrono::milliseconds{0},
                     const std::string& port_hint = "pass a free --master_port");

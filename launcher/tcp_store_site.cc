@@ -63,17 +63,24 @@ Reach TcpStoreSite::Probe(const HostPort& at, std::chrono::milliseconds timeout)
 
 std::shared_ptr<rendezvous::Store> TcpStoreSite::Connect(const HostPort& at,
                                                          std::chrono::milliseconds timeout) {
-  return TcpStoreConnector(at.host, at.port.value_or(0), options_.reply_timeout)(timeout);
+  return TcpStoreConnector(at.host, at.port.value_or(0), options_.reply_timeout,
+                           options_.serve.auth)(timeout);
 }
 
 std::optional<HostPort> TcpStoreSite::Serve(int port) {
   std::lock_guard lock(mutex_);
   try {
-    served_ = std::make_unique<StoreServerThread>("", port, options_.linger, options_.quiet_for);
-  } catch (const UsageError&) {
+    rendezvous::ServerOptions serve = options_.serve;
+    serve.port = port;
+    served_ = std::make_unique<StoreServerThread>(serve, options_.linger, options_.quiet_for,
+                                                  "--rdzv_conf store_bind names an address of "
+                                                  "this machine");
+  } catch (const PortInUseError&) {
     return std::nullopt;  // served already (another agent of this machine, or another program)
   }
-  return HostPort{"127.0.0.1", served_->Port()};
+  const std::string& host = options_.serve.host;
+  const bool every_interface = host.empty() || host == "::" || host == "0.0.0.0";
+  return HostPort{every_interface ? "127.0.0.1" : host, served_->Port()};
 }
 
 bool TcpStoreSite::Pause(std::chrono::milliseconds duration) {

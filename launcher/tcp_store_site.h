@@ -15,6 +15,7 @@ namespace ddprun::launcher {
 
 struct TcpStoreSiteOptions {
   std::chrono::milliseconds reply_timeout{60'000};  // every reply of a connected store
+  rendezvous::ServerOptions serve;  // a served store's bind address and token (its port: Serve's)
   std::chrono::milliseconds linger{10'000};         // a served store, for its last clients
   std::chrono::milliseconds quiet_for{15'000};      // a client silent this long is gone
 };

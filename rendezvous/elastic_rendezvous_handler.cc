@@ -160,7 +160,7 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
   info.round = formed.round;
   info.master_addr = master.host;
   info.master_port = master.port.value_or(0);
-  info.use_agent_store = true;
+  info.use_agent_store = worker_store_.AgentServes();
   info.base_global_rank = formed.base_global_rank;
   info.global_world_size = formed.global_world_size;
   info.restart_count = formed.restart_count;

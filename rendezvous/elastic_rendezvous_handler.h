@@ -23,13 +23,18 @@
 
 namespace ddprun::rendezvous {
 
-// Serves the c10d store of one round's workers.
+// Where the c10d store of one round's workers is: served by this agent, or (an authenticated
+// rendezvous, which PyTorch clients cannot join) by the workers themselves on a port the agent
+// picks (TORCHELASTIC_USE_AGENT_STORE=False).
 class WorkerStoreHost {
  public:
   virtual ~WorkerStoreHost() = default;
-  // Stops any earlier store and serves a new, empty one; returns its port.
+  // Stops any earlier store and serves a new, empty one (or picks the workers' port); returns
+  // its port.
   virtual int Serve() = 0;
   virtual void Stop() = 0;
+  // False: rank 0's worker serves the store at the port Serve() returned.
+  virtual bool AgentServes() const { return true; }
 };
 
 struct ElasticHandlerOptions {

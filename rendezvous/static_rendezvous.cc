@@ -16,6 +16,7 @@ std::chrono::milliseconds Ms(std::chrono::steady_clock::duration duration) {
 }
 
 std::string JoinKey(int node_rank) { return "ddprun/join/" + std::to_string(node_rank); }
+constexpr const char* kWorkerPortKey = "ddprun/worker_port";
 
 std::string Seconds(std::chrono::milliseconds ms) { return std::to_string(ms.count() / 1000); }
 
@@ -51,6 +52,10 @@ RendezvousInfo StaticRendezvous::Join() {
   if (!store_) ConnectUntil(start, deadline);
   const int round = round_++;
   round_store_ = std::make_shared<PrefixStore>(RoundPrefix(options_.run_id, round), store_);
+  const bool own_store = static_cast<bool>(options_.pick_worker_port);
+  if (own_store && options_.node_rank == 0) {  // before joining: it is there once all joined
+    round_store_->SetString(kWorkerPortKey, std::to_string(options_.pick_worker_port()));
+  }
   round_store_->SetString(JoinKey(options_.node_rank), options_.host);
   WaitForAll(*round_store_, start, deadline);
   RendezvousInfo info;
@@ -59,8 +64,8 @@ RendezvousInfo StaticRendezvous::Join() {
   info.group_world_size = options_.num_nodes;
   info.round = round;
   info.master_addr = options_.master_addr;
-  info.master_port = options_.master_port;
-  info.use_agent_store = true;
+  info.master_port = own_store ? WorkerPort(*round_store_) : options_.master_port;
+  info.use_agent_store = !own_store;
   info.open_round_store = [connect = connect_, prefix = RoundPrefix(options_.run_id, round)] {
     return std::make_shared<PrefixStore>(prefix, connect(kOwnConnectTimeout));
   };
@@ -117,6 +122,17 @@ void StaticRendezvous::WaitForAll(Store& store, Clock::time_point start,
     }
     Report(joined, start, false);
   }
+}
+
+int StaticRendezvous::WorkerPort(Store& round_store) {
+  const std::string text = round_store.GetString(kWorkerPortKey);
+  try {
+    const int port = std::stoi(text);
+    if (port > 0 && port < 65536) return port;
+  } catch (const std::exception&) {
+  }
+  throw RendezvousConnectionError("the round's worker store port '" + text +
+                                  "' published by node 0 is not a port");
 }
 
 int StaticRendezvous::CountJoined(Store& store, std::string& missing) {

@@ -3,6 +3,8 @@
 // reaches the store as a client through `connect`, announces itself under the round's prefix
 // ("ddprun/<run_id>/<round>", round = number of earlier rounds) and waits for all the others,
 // reporting progress every second; Shutdown() interrupts the connection and ends it at once.
+// The workers share that store (MASTER_PORT = master_port), or, with pick_worker_port, serve
+// their own on a port node 0 publishes in the round.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -33,6 +35,10 @@ struct StaticRendezvousOptions {
   std::string host;  // this node's name, announced to the others
   std::chrono::milliseconds join_timeout{900'000};
   std::function<void(const JoinProgress&)> on_progress;  // optional; called on the caller's thread
+  // Set (an authenticated rendezvous, which PyTorch clients cannot join): the workers serve
+  // their own store (TORCHELASTIC_USE_AGENT_STORE=False) on master_addr at the port node 0
+  // picks with this each round and publishes in the round; unset, they share the agents'.
+  std::function<int()> pick_worker_port;
 };
 
 // Opens a connection to the store, giving up after `timeout` (throws StoreConnectionError).
@@ -58,6 +64,8 @@ class StaticRendezvous : public RendezvousHandler {
   void ConnectUntil(Clock::time_point start, Clock::time_point deadline);
   void WaitForAll(Store& store, Clock::time_point start, Clock::time_point deadline);
   int CountJoined(Store& store, std::string& missing);
+  // The workers' MASTER_PORT and whether the agents' store serves it (see pick_worker_port).
+  int WorkerPort(Store& round_store);
   void Report(int joined, Clock::time_point start, bool done);
   void ThrowIfClosed() const;
 

@@ -24,6 +24,13 @@ class StoreConnectionError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The store and this client do not share a token (one has none, or another one). Not a
+// StoreConnectionError: retrying cannot help, so nothing retries it.
+class StoreAuthError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Store {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout{300'000};

@@ -31,7 +31,7 @@ std::vector<RoundMember> SuccessorOrder(const FailoverBasis& basis) {
 StoreFailover::StoreFailover(FailoverOptions options, StoreSite& site)
     : options_(std::move(options)), site_(site), keys_{options_.run_id} {}
 
-std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above) {
+std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above, bool fail_on_auth) {
   try {
     auto store = site_.Connect(at, options_.probe_timeout);
     const MovedStoreMarker marker = ReadMovedStoreMarker(*store, keys_);
@@ -43,6 +43,9 @@ std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above) {
   } catch (const StoreTimeout&) {
     return std::nullopt;
   } catch (const std::invalid_argument&) {  // a malformed marker: not this job's store
+    return std::nullopt;
+  } catch (const StoreAuthError&) {  // another job's store (or one without the token)
+    if (fail_on_auth) throw;
     return std::nullopt;
   }
 }
@@ -118,7 +121,8 @@ StoreAt StoreFailover::Locate(const std::vector<HostPort>& endpoints, bool serve
   for (;;) {
     for (std::size_t i = 0; i < endpoints.size(); ++i) {
       if (site_.Probe(endpoints[i], options_.probe_timeout) != Reach::kAnswered) continue;
-      if (auto found = TryStore(endpoints[i], i == 0 ? -1 : 0)) return *found;
+      // The job's own endpoint refusing its token is final: every node needs the same one.
+      if (auto found = TryStore(endpoints[i], i == 0 ? -1 : 0, i == 0)) return *found;
     }
     if (site_.Now() >= deadline) break;
     if (!site_.Pause(options_.retry)) ThrowCancelled();

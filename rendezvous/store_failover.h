@@ -92,7 +92,9 @@ class StoreFailover {
 
  private:
   // A store of this job at `at` with a marker epoch above `above` (or any, when `above` < 0).
-  std::optional<StoreAt> TryStore(const HostPort& at, int above);
+  // A store that refuses the token (StoreAuthError) is not this job's: nullopt, or rethrown
+  // with fail_on_auth.
+  std::optional<StoreAt> TryStore(const HostPort& at, int above, bool fail_on_auth = false);
   std::optional<StoreAt> AwaitCandidate(const HostPort& at, int above);
   StoreAt ServeHere(const HostPort& served, const HostPort& advertised, const FailoverBasis& basis,
                     const Seed& seed);

@@ -238,6 +238,9 @@ TcpStoreClient::TcpStoreClient(ClientOptions options) : options_(std::move(optio
 TcpStoreClient::~TcpStoreClient() = default;
 
 void TcpStoreClient::Connect() {
+  if (options_.auth && options_.generation != Generation::kValidated) {
+    throw std::invalid_argument("an authenticated store client speaks the validated protocol");
+  }
   const auto deadline = Clock::now() + options_.connect_timeout;
   Backoff backoff;
   std::string last_error;
@@ -248,18 +251,11 @@ void TcpStoreClient::Connect() {
       auto socket = Socket::Connect(options_, deadline);
       socket->SetPeer(Endpoint(options_));
       reached_peer = true;
-      if (options_.generation == Generation::kValidated) {
-        // VALIDATE and PING in one write: a legacy server then fails fast instead of blocking.
-        const auto nonce = static_cast<std::uint32_t>(::getpid());
-        Bytes hello = EncodeRequest(Generation::kValidated,
-                                    {Command::kValidate, {}, {}, 0, kValidationMagic});
-        const Bytes ping = EncodeRequest(Generation::kValidated, {Command::kPing, {}, {}, 0, nonce});
-        hello.insert(hello.end(), ping.begin(), ping.end());
-        socket->SendAll(hello, deadline);
-        if (socket->ReadU32(deadline) != nonce) throw ConnectFailure("wrong PING echo");
-      }
+      Handshake(*socket, deadline);
       SetSocket(std::move(socket));
       return;
+    } catch (const StoreAuthError&) {
+      throw;
     } catch (const std::exception& error) {  // ConnectFailure, reset, EOF or handshake timeout
       last_error = error.what();
     }
@@ -269,10 +265,65 @@ void TcpStoreClient::Connect() {
   }
   std::string hint;
   if (options_.generation == Generation::kValidated && reached_peer) {
-    hint = " (a PyTorch <= 2.0 store needs the legacy protocol)";
+    hint = options_.auth ? " (was its agent started with the job's token?)"
+                         : " (a PyTorch <= 2.0 store needs the legacy protocol)";
   }
   throw StoreConnectionError("cannot reach the store at " + Endpoint(options_) + ": " +
                              last_error + hint);
+}
+
+// Authentication (with a token), then VALIDATE and PING in one write: a legacy server then fails
+// fast instead of blocking. A store that requires a token answers the PING with its marker.
+void TcpStoreClient::Handshake(Socket& socket, Clock::time_point deadline) {
+  if (options_.generation != Generation::kValidated) return;
+  if (options_.auth) Authenticate(socket, deadline);
+  const auto nonce = static_cast<std::uint32_t>(::getpid());
+  Bytes hello =
+      EncodeRequest(Generation::kValidated, {Command::kValidate, {}, {}, 0, kValidationMagic});
+  const Bytes ping = EncodeRequest(Generation::kValidated, {Command::kPing, {}, {}, 0, nonce});
+  hello.insert(hello.end(), ping.begin(), ping.end());
+  socket.SendAll(hello, deadline);
+  if (options_.auth) {
+    const std::uint8_t verdict = socket.ReadU8(deadline);
+    if (verdict != kAccepted) {
+      throw StoreAuthError("the store at " + Endpoint(options_) +
+                           " refused this node's token: give every node of the job the same one");
+    }
+  }
+  const std::uint32_t echo = socket.ReadU32(deadline);
+  if (echo == LoadU32(kAuthRequiredMarker.data())) {
+    throw StoreAuthError("the store at " + Endpoint(options_) +
+                         " requires a token: give this node the job's token (--rdzv_conf "
+                         "token_file=PATH, or DDPRUN_RDZV_TOKEN_FILE / DDPRUN_RDZV_TOKEN)");
+  }
+  if (echo != nonce) throw ConnectFailure("wrong PING echo");
+}
+
+// HELLO, then the server must prove it holds the token before this client proves it does.
+void TcpStoreClient::Authenticate(Socket& socket, Clock::time_point deadline) {
+  const Nonce mine = RandomNonce();
+  socket.SendAll(EncodeHello(mine), deadline);
+  std::array<std::uint8_t, kChallengeBytes> received{};
+  socket.RecvExact(received.data(), kNoTokenMarker.size(), deadline);
+  if (std::equal(kNoTokenMarker.begin(), kNoTokenMarker.end(), received.begin())) {
+    throw StoreAuthError("the store at " + Endpoint(options_) +
+                         " runs without a token while this node has one: give every node of the "
+                         "job the same token, or none");
+  }
+  socket.RecvExact(received.data() + kNoTokenMarker.size(),
+                   received.size() - kNoTokenMarker.size(), deadline);
+  const auto challenge = ParseChallenge(received);
+  if (!challenge) {
+    throw StoreAuthError("the peer at " + Endpoint(options_) +
+                         " answered the authentication with something else: is it a ddprun store?");
+  }
+  if (!SameProof(options_.auth->Prove(kServerRole, mine, challenge->server), challenge->proof)) {
+    throw StoreAuthError("the store at " + Endpoint(options_) +
+                         " does not hold this node's token (another job's store, or another "
+                         "token): give every node of the job the same one");
+  }
+  const Proof proof = options_.auth->Prove(kClientRole, mine, challenge->server);
+  socket.SendAll(Bytes(proof.begin(), proof.end()), deadline);
 }
 
 TcpStoreClient::Socket& TcpStoreClient::Connected() {

@@ -1,7 +1,7 @@
 // A blocking client of any c10d TCP store (ddprun's server or PyTorch's), implementing Store.
 // Speaks the validated (2.x) protocol by default, the legacy (1.13) one on request. Connects
 // with retries and jittered backoff until connect_timeout; every reply is awaited at most
-// Timeout(). User keys get TCPStore's "/" prefix so they match what PyTorch clients see. Safe
+// Timeout(). With a token, it authenticates each connection first (store_auth.h). User keys get TCPStore's "/" prefix so they match what PyTorch clients see. Safe
 // to share between threads (calls are serialized); one request is in flight at a time.
 #pragma once
 #include <atomic>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "rendezvous/store.h"
+#include "rendezvous/store_auth.h"
 #include "rendezvous/store_protocol.h"
 
 namespace ddprun::rendezvous {
@@ -28,6 +29,9 @@ struct ClientOptions {
   std::string key_prefix = "/";             // "" reaches raw keys such as "init/"
   std::size_t max_reply_bytes = 1u << 30;   // a larger announced length means "not a store"
   bool count_as_worker = false;             // send ADD "init/" 1 once, as a sized TCPStore does
+  // Set: authenticate with this token before the first request (validated protocol only);
+  // a store that refuses it, or has none, throws StoreAuthError at once.
+  std::shared_ptr<const AuthKey> auth;
 };
 
 class TcpStoreClient : public Store {
@@ -65,6 +69,8 @@ class TcpStoreClient : public Store {
 
   Socket& Connected();
   void Connect();
+  void Authenticate(Socket& socket, std::chrono::steady_clock::time_point deadline);
+  void Handshake(Socket& socket, std::chrono::steady_clock::time_point deadline);
   void Send(const Request& request);
   Request Command1(Command command, const std::string& key) const;
   std::vector<std::string> Prefixed(const std::vector<std::string>& keys) const;

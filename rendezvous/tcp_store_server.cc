@@ -75,7 +75,9 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl>, public C
     }
     if (error) {
       HostPort shown{endpoint.address().to_string(), options_.port};
-      throw SystemError("bind " + shown.ToString() + ": " + error.message());
+      const std::string message = "bind " + shown.ToString() + ": " + error.message();
+      if (error == asio::error::address_in_use) throw AddressInUseError(message);
+      throw SystemError(message);
     }
     const auto bound = acceptor_.local_endpoint();
     port_ = bound.port();
@@ -227,7 +229,8 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl>, public C
     socket.set_option(tcp::no_delay(true), ignored);
     const std::uint64_t id = next_id_++;
     auto connection = std::make_shared<StoreConnection>(context, std::move(socket), peer_, shared_,
-                                                        options_.limits, id, weak_from_this());
+                                                        options_.limits, id, weak_from_this(),
+                                                        options_.auth);
     {
       const std::lock_guard lock(connections_mutex_);
       connections_.emplace(id, connection);

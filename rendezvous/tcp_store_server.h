@@ -12,6 +12,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/errors.h"
+#include "rendezvous/store_auth.h"
 #include "rendezvous/tcp_store_server_keys.h"
 #include "rendezvous/tcp_store_server_limits.h"
 
@@ -21,6 +23,12 @@ class io_context;
 
 namespace ddprun::rendezvous {
 
+// The port is taken (EADDRINUSE); other bind failures are plain SystemErrors.
+class AddressInUseError : public SystemError {
+ public:
+  using SystemError::SystemError;
+};
+
 struct ServerOptions {
   std::string host = "127.0.0.1";  // "" or "::" = every interface, IPv6 dual stack
   int port = 0;                    // 0 = ephemeral; read the real one with Port()
@@ -28,11 +36,15 @@ struct ServerOptions {
   // Threads that serve connections (round robin by arrival): 1 = the caller's io_context only.
   // More pay off on a machine with cores to spare for them.
   int io_threads = 1;
+  // Set: every connection must authenticate with this token before its first request
+  // (store_auth.h); a failure is logged once and closes the connection.
+  std::shared_ptr<const AuthKey> auth;
 };
 
 class TcpStoreServer {
  public:
-  // Binds and listens; throws SystemError("bind 127.0.0.1:29500: Address already in use").
+  // Binds and listens; throws AddressInUseError("bind 127.0.0.1:29500: Address already in
+  // use"), or SystemError for another failure ("Cannot assign requested address").
   TcpStoreServer(boost::asio::io_context& io, ServerOptions options);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;

@@ -17,10 +17,18 @@ constexpr std::size_t kPauseOutputBytes = 1u << 20;
 
 }  // namespace
 
+struct StoreConnection::Handshake {
+  Handshake(asio::io_context& io, std::shared_ptr<const AuthKey> key)
+      : server(std::move(key), RandomNonce()), deadline(io) {}
+  ServerHandshake server;
+  asio::steady_timer deadline;
+};
+
 StoreConnection::StoreConnection(asio::io_context& io, asio::ip::tcp::socket socket,
                                  const asio::ip::tcp::endpoint& peer, SharedKeys& shared,
                                  const ServerLimits& limits, std::uint64_t id,
-                                 std::weak_ptr<ConnectionOwner> owner)
+                                 std::weak_ptr<ConnectionOwner> owner,
+                                 std::shared_ptr<const AuthKey> auth)
     : io_(io),
       socket_(std::move(socket)),
       shared_(shared),
@@ -28,18 +36,67 @@ StoreConnection::StoreConnection(asio::io_context& io, asio::ip::tcp::socket soc
       limits_(limits),
       id_(id),
       owner_(std::move(owner)),
-      peer_(peer) {}
+      peer_(peer) {
+  if (auth) handshake_ = std::make_unique<Handshake>(io, std::move(auth));
+}
+
+StoreConnection::~StoreConnection() = default;
 
 void StoreConnection::Start() {
   boost::system::error_code ignored;
   socket_.non_blocking(true, ignored);  // Flush writes directly and must never block
+  if (handshake_) {
+    handshake_->deadline.expires_after(limits_.auth_timeout);
+    handshake_->deadline.async_wait([weak = weak_from_this()](const boost::system::error_code& e) {
+      if (auto self = weak.lock(); self && !e) self->OnHandshakeDeadline();
+    });
+  }
   ReadMore();
+}
+
+void StoreConnection::OnHandshakeDeadline() {
+  if (closed_ || !handshake_) return;
+  Refuse("it did not authenticate within " + std::to_string(limits_.auth_timeout.count()) + " ms",
+         {});
+}
+
+void StoreConnection::Refuse(const std::string& why, const Bytes& reply) {
+  if (closed_) return;
+  spdlog::warn("store: refused the connection from {}: {}", PeerName(), why);
+  if (!reply.empty()) {
+    boost::system::error_code ignored;
+    socket_.write_some(asio::buffer(reply), ignored);  // best effort: a few bytes, never blocks
+  }
+  Close("refused: " + why);
+}
+
+// Handshake bytes only; true once more can be processed (the next step, or c10d requests).
+bool StoreConnection::Authenticate(std::span<const std::uint8_t> data) {
+  ServerHandshake::Step step = handshake_->server.Feed(data);
+  Consume(step.consumed);
+  switch (step.status) {
+    case ServerHandshake::Status::kNeedMore:
+      need_ = step.need;
+      return false;
+    case ServerHandshake::Status::kRefused:
+      Refuse(step.refusal, step.reply);
+      return false;
+    case ServerHandshake::Status::kAccepted:
+      handshake_.reset();  // cancels the deadline
+      break;
+    case ServerHandshake::Status::kAnswered:
+      break;
+  }
+  need_ = 1;
+  Reply(step.reply);
+  return true;
 }
 
 void StoreConnection::Close(const std::string& reason) {
   if (closed_) return;
   auto self = shared_from_this();
   closed_ = true;
+  handshake_.reset();
   if (spdlog::should_log(spdlog::level::debug)) {
     spdlog::debug("store: closing connection {}: {}", PeerName(), reason);
   }
@@ -169,6 +226,13 @@ bool StoreConnection::ProcessOne() {
   }
   const std::span<const std::uint8_t> data = Unparsed();
   if (data.size() < need_) return false;
+  if (handshake_) return Authenticate(data);
+  if (!generation_ && IsAuthHello(data)) {
+    Refuse("it offered a token, but this store runs without one (give every agent the same "
+           "token, or none)",
+           Bytes(kNoTokenMarker.begin(), kNoTokenMarker.end()));
+    return false;
+  }
   if (!generation_) {
     generation_ = DetectGeneration(data);
     if (!generation_) {

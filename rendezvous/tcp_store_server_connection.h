@@ -6,7 +6,8 @@
 // which is freed once parsed. Lives on one io_context thread (its own); the key space is
 // shared by every connection of the server, under SharedKeys' lock, and a write that releases
 // a waiter of a connection on another thread hands it the reply through that thread's
-// io_context.
+// io_context. A server with a token makes each connection authenticate first (store_auth.h):
+// until then only the handshake is parsed, under a deadline, and a refusal is logged once.
 #pragma once
 #include <array>
 #include <atomic>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "common/asio.h"
+#include "rendezvous/store_auth.h"
 #include "rendezvous/store_protocol.h"
 #include "rendezvous/tcp_store_server_keys.h"
 #include "rendezvous/tcp_store_server_limits.h"
@@ -47,11 +49,14 @@ class ConnectionOwner {
 class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
  public:
   // `socket` belongs to `io`, whose one thread runs every method below except LastActivity.
-  // `peer` is the client's address as accept() reported it (for log lines).
+  // `peer` is the client's address as accept() reported it (for log lines). With `auth`, the
+  // client must authenticate within limits.auth_timeout.
   StoreConnection(asio::io_context& io, asio::ip::tcp::socket socket,
                   const asio::ip::tcp::endpoint& peer, SharedKeys& shared,
                   const ServerLimits& limits, std::uint64_t id,
-                  std::weak_ptr<ConnectionOwner> owner);
+                  std::weak_ptr<ConnectionOwner> owner,
+                  std::shared_ptr<const AuthKey> auth = nullptr);
+  ~StoreConnection();
 
   void Start();
   asio::io_context& Io() const { return io_; }
@@ -65,6 +70,8 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
  private:
   // What an idle connection's read lands in; larger requests continue in input_.
   static constexpr std::size_t kSmallRead = 128;
+  // An unauthenticated connection's handshake and its deadline (freed once it authenticated).
+  struct Handshake;
 
   void ReadMore();
   void OnSmallRead(const boost::system::error_code& error, std::size_t bytes);
@@ -77,6 +84,10 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   void ReleaseInput();
   std::string PeerName() const;
   bool ProcessOne();  // false: stop processing (need more data, paused or closed)
+  bool Authenticate(std::span<const std::uint8_t> data);  // ProcessOne's, until authenticated
+  // Logs the refusal once, sends `reply` if the socket takes it now, and closes.
+  void Refuse(const std::string& why, const Bytes& reply);
+  void OnHandshakeDeadline();
   void Reply(const Bytes& bytes);
   void Flush();
   void OnWritten(const boost::system::error_code& error);
@@ -106,6 +117,7 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   std::weak_ptr<ConnectionOwner> owner_;
   asio::ip::tcp::endpoint peer_;
 
+  std::unique_ptr<Handshake> handshake_;  // set until the client authenticated
   std::optional<Generation> generation_;
   bool validated_ = false;
   // Unparsed bytes are [small_begin_, small_end_) of small_ right after a read into it, else

@@ -2,6 +2,7 @@
 // totals that keep one server from growing without bound. Exceeding a per-request or
 // per-connection bound closes only that connection.
 #pragma once
+#include <chrono>
 #include <cstddef>
 
 #include "rendezvous/store_protocol.h"
@@ -18,6 +19,8 @@ struct ServerLimits {
   std::size_t max_output_bytes = 64u << 20;   // unread replies queued for one connection
   std::size_t max_keys = 1u << 22;            // keys plus queued items in the key space
   std::size_t max_stored_bytes = std::size_t{4} << 30;  // key and value bytes in the key space
+  // With a token: how long a new connection has to authenticate before it is closed.
+  std::chrono::milliseconds auth_timeout{10'000};
 
   ProtocolLimits Protocol() const {
     return {max_key_bytes, max_value_bytes, max_keys_per_request, max_request_bytes};

@@ -14,6 +14,8 @@
 #include "common/errors.h"
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "launcher/cli.h"
+#include "launcher/rdzv_token.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"
 #include "tools/rdzv_view.h"
@@ -31,11 +33,25 @@ struct ClientFlags {
   double connect_timeout_s = 10;
   bool legacy = false;
   bool raw = false;
+  std::string token_file;
 };
 
 struct ServeFlags {
-  rendezvous::ServerOptions options{"::", 29500, {}};
+  rendezvous::ServerOptions options{"::", 29500, {}, 1, nullptr};
+  std::string token_file;
 };
+
+// The job's token: --token-file, else $DDPRUN_RDZV_TOKEN_FILE / $DDPRUN_RDZV_TOKEN; none: the
+// store is not authenticated.
+std::shared_ptr<const rendezvous::AuthKey> Token(const std::string& token_file) {
+  if (!token_file.empty()) return launcher::TokenFromFile(token_file, "--token-file").key;
+  const auto token = launcher::ReadRendezvousToken({}, "", launcher::ProcessEnv());
+  return token ? token->key : nullptr;
+}
+
+constexpr const char* kTokenHelp =
+    "file holding the job's rendezvous token (default $DDPRUN_RDZV_TOKEN_FILE, else "
+    "$DDPRUN_RDZV_TOKEN; none: no authentication)";
 
 constexpr auto kLastWins = CLI::MultiOptionPolicy::TakeLast;  // a later --timeout overrides
 
@@ -46,6 +62,7 @@ void AddConnectionFlags(CLI::App& command, ClientFlags& flags) {
   command.add_option("--connect-timeout", flags.connect_timeout_s, "seconds to retry connecting")
       ->capture_default_str()->check(CLI::NonNegativeNumber)->multi_option_policy(kLastWins);
   command.add_flag("--legacy", flags.legacy, "speak PyTorch 1.13's protocol (no handshake)");
+  command.add_option("--token-file", flags.token_file, kTokenHelp)->multi_option_policy(kLastWins);
 }
 
 void AddClientFlags(CLI::App& command, ClientFlags& flags) {
@@ -70,6 +87,10 @@ rendezvous::TcpStoreClient Connect(const ClientFlags& flags) {
   options.generation =
       flags.legacy ? rendezvous::Generation::kLegacy : rendezvous::Generation::kValidated;
   options.key_prefix = flags.raw ? "" : "/";
+  options.auth = Token(flags.token_file);
+  if (options.auth && flags.legacy) {
+    throw UsageError("--legacy with a token: PyTorch 1.13's protocol has no authentication");
+  }
   return rendezvous::TcpStoreClient(options);
 }
 
@@ -80,8 +101,11 @@ void PrintBytes(const Bytes& value) {
 
 int Serve(const ServeFlags& flags) {
   asio::io_context io(kOneThread);
-  rendezvous::TcpStoreServer server(io, flags.options);
-  std::cout << "listening on " << HostPort{server.Host(), server.Port()}.ToString() << std::endl;
+  rendezvous::ServerOptions options = flags.options;
+  options.auth = Token(flags.token_file);
+  rendezvous::TcpStoreServer server(io, options);
+  std::cout << "listening on " << HostPort{server.Host(), server.Port()}.ToString()
+            << (options.auth ? " (clients must authenticate)" : "") << std::endl;
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) {
     server.Stop();
@@ -243,6 +267,8 @@ int Main(int argc, char** argv) {
   serve->add_option("--threads", serve_flags.options.io_threads,
                     "threads serving connections (more help only with cores to spare)")
       ->capture_default_str()->check(CLI::Range(1, 256));
+  serve->add_option("--token-file", serve_flags.token_file,
+                    std::string(kTokenHelp) + "; set: every client must authenticate");
   ClientCommands client;
   for (const auto& spec : kClientSpecs) {
     auto* command = app.add_subcommand(spec.name, spec.help);

@@ -130,18 +130,43 @@ TEST_CASE("static rendezvous: Shutdown from another thread ends a waiting join",
 }
 
 TEST_CASE("static rendezvous: two nodes over node 0's real TCP store on loopback", "[rendezvous][static][tcp]") {
-  launcher::StoreServerThread server("127.0.0.1", 0);
+  const bool authenticated = GENERATE(false, true);
+  ServerOptions served;
+  served.host = "127.0.0.1";
+  if (authenticated) served.auth = std::make_shared<const AuthKey>("the-job-token-0123456789");
+  launcher::StoreServerThread server(served);
   auto connect = [&](std::chrono::milliseconds timeout) -> std::shared_ptr<Store> {
     ClientOptions options;
     options.port = server.Port();
     options.connect_timeout = timeout;
     options.timeout = 5000ms;
+    options.auth = served.auth;
     return std::make_shared<TcpStoreClient>(options);
   };
-  StaticRendezvous node0(Options(0, 2), connect);
-  StaticRendezvous node1(Options(1, 2), connect);
-  auto r1 = std::async(std::launch::async, [&] { return JoinAndAssign(node1, 3); });
-  const auto r0 = JoinAndAssign(node0, 2);
+  StaticRendezvousOptions options0 = Options(0, 2);
+  StaticRendezvousOptions options1 = Options(1, 2);
+  int picks = 0;
+  if (authenticated) {  // the workers serve their own store, at the port node 0 picks
+    options0.pick_worker_port = [&picks] { return 31000 + ++picks; };
+    options1.pick_worker_port = [] { return -1; };  // only node 0 picks
+  }
+  StaticRendezvous node0(options0, connect);
+  StaticRendezvous node1(options1, connect);
+  auto joined1 = std::async(std::launch::async, [&] {
+    const RendezvousInfo info = node1.NextRendezvous();
+    elastic::PeerInfo mine{"default", info.group_rank, 3, "h"};
+    const auto peers = elastic::ExchangeRoleInfos(*info.store, mine, info.group_world_size);
+    return std::make_pair(info, elastic::AssignFromPeers(peers, info.group_rank));
+  });
+  const RendezvousInfo info0 = node0.NextRendezvous();
+  elastic::PeerInfo mine{"default", info0.group_rank, 2, "h"};
+  const auto peers = elastic::ExchangeRoleInfos(*info0.store, mine, info0.group_world_size);
+  const auto r0 = elastic::AssignFromPeers(peers, info0.group_rank);
+  const auto [info1, r1] = joined1.get();
   CHECK(r0.global_world_size == 5);
-  CHECK(r1.get().base_global_rank == 2);
+  CHECK(r1.base_global_rank == 2);
+  CHECK(info0.use_agent_store == !authenticated);
+  CHECK(info1.use_agent_store == !authenticated);
+  CHECK(info1.master_port == (authenticated ? 31001 : 29500));
+  CHECK(info0.master_port == info1.master_port);
 }

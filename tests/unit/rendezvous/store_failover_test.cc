@@ -32,6 +32,7 @@ using ddprun::rendezvous::RendezvousKeys;
 using ddprun::rendezvous::RoundMember;
 using ddprun::rendezvous::Store;
 using ddprun::rendezvous::StoreAt;
+using ddprun::rendezvous::StoreAuthError;
 using ddprun::rendezvous::StoreConnectionError;
 using ddprun::rendezvous::StoreFailover;
 using ddprun::rendezvous::StoreSite;
@@ -100,6 +101,11 @@ class FakeSite : public StoreSite {
     At(offset, [this, at, store] { Put(at, store); });
   }
   void TakePort(int port) { taken_.insert(port); }
+  // `at` answers, but refuses this node's token (another job's store, or another token).
+  void RefuseToken(const std::string& at) {
+    sites_[at].reach = Reach::kAnswered;
+    sites_[at].refuses_token = true;
+  }
 
   // --- observing ---
   milliseconds Elapsed() const {
@@ -133,6 +139,9 @@ class FakeSite : public StoreSite {
   std::shared_ptr<Store> Connect(const HostPort& at, milliseconds timeout) override {
     const std::string key = at.ToString();
     ++connects_;
+    if (ReachOf(key) == Reach::kAnswered && sites_[key].refuses_token) {
+      throw StoreAuthError("fake: the store at " + key + " refused this node's token");
+    }
     if (ReachOf(key) != Reach::kAnswered || !sites_[key].store) {
       Advance(timeout);  // the real client retries until its timeout
       throw StoreConnectionError("fake: no store at " + key);
@@ -162,6 +171,7 @@ class FakeSite : public StoreSite {
   struct Address {
     Reach reach = Reach::kRefused;
     std::shared_ptr<InMemoryStore> store;
+    bool refuses_token = false;
   };
 
   Reach ReachOf(const std::string& at) const {
@@ -664,6 +674,26 @@ TEST_CASE("Locate: a later endpoint only with a moved store of this job", "[fail
     CHECK(site.Elapsed() <= seconds(20) + kRetry);
   }
   CHECK(site.ServeCalls().empty());
+}
+
+TEST_CASE("Locate: the first endpoint refusing the token is final; another one's is skipped",
+          "[failover][auth]") {
+  FakeSite site;
+  StoreFailover failover(Options(), site);
+  SECTION("the job's own endpoint") {
+    site.RefuseToken(At("10.0.0.10"));
+    site.Put(At("10.0.0.12"), JobStore(MovedStoreMarker{2, At("10.0.0.12"), 4}));
+    CHECK_THROWS_WITH(failover.Locate(kEndpoints, false, site.Now() + seconds(60)),
+                      Catch::Contains("refused this node's token"));
+    CHECK(site.Elapsed() == milliseconds(0));  // at once, not at join_timeout
+  }
+  SECTION("a later endpoint: another job's store") {
+    site.SetReach(At("10.0.0.10"), Reach::kRefused);
+    site.RefuseToken(At("10.0.0.11"));
+    site.Put(At("10.0.0.12"), JobStore(MovedStoreMarker{2, At("10.0.0.12"), 4}));
+    const StoreAt at = failover.Locate(kEndpoints, false, site.Now() + seconds(60));
+    CHECK(at.address.ToString() == At("10.0.0.12"));
+  }
 }
 
 TEST_CASE("Locate: serve_first joins a moved store at another endpoint", "[failover]") {
