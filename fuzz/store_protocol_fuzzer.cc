@@ -5,14 +5,19 @@
 // detected one, under the default and under small limits. Checked: both ways give the same
 // requests and the same end (need more / malformed, same reason); a complete request re-encodes
 // to exactly the bytes it consumed; need-more asks for more than the buffer holds and never for
-// more than the request limit.
+// more than the request limit. The same input is also what a stranger sends an authenticated
+// store before its first request (rendezvous/store_auth.h): the server's handshake, fed whole
+// and in pieces, must end the same way, consume only what it was given, refuse with a reason,
+// and never accept without the token's proof; the client's challenge parser reads its prefix.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "fuzz/fuzz_support.h"
+#include "rendezvous/store_auth.h"
 #include "rendezvous/store_protocol.h"
 
 namespace {
@@ -142,6 +147,59 @@ void CheckSameOutcome(std::optional<Generation> generation, std::span<const std:
   }
 }
 
+// The handshake's end for `data` arriving in `pieces` (empty: all at once): the statuses it
+// went through, and the refusal if any.
+std::string Handshake(std::span<const std::uint8_t> data, const std::vector<std::size_t>& pieces) {
+  static const auto key = std::make_shared<const AuthKey>("fuzzing-token-0123456789");
+  static const Nonce server_nonce{};  // fixed, so a crash reproduces from the file alone
+  ServerHandshake handshake(key, server_nonce);
+  std::string trace;
+  Bytes buffer;
+  std::size_t begin = 0;
+  std::size_t fed = 0;
+  const std::vector<std::size_t> all{data.size()};
+  for (std::size_t piece : pieces.empty() ? all : pieces) {
+    buffer.insert(buffer.end(), data.begin() + static_cast<std::ptrdiff_t>(fed),
+                  data.begin() + static_cast<std::ptrdiff_t>(fed + piece));
+    fed += piece;
+    for (;;) {
+      const std::span<const std::uint8_t> rest(buffer.data() + begin, buffer.size() - begin);
+      const ServerHandshake::Step step = handshake.Feed(rest);
+      Require(step.consumed <= rest.size(), "handshake: consumed more than it was given");
+      begin += step.consumed;
+      switch (step.status) {
+        case ServerHandshake::Status::kNeedMore:
+          Require(step.need > rest.size(), "handshake: needs no more than it holds");
+          break;
+        case ServerHandshake::Status::kAnswered:
+          Require(step.reply.size() == kChallengeBytes, "handshake: a challenge of another size");
+          trace += "answered;";
+          continue;
+        case ServerHandshake::Status::kAccepted:
+          Require(false, "handshake: accepted a proof made without the token");
+          break;
+        case ServerHandshake::Status::kRefused:
+          Require(!step.refusal.empty() && !step.reply.empty(), "handshake: refused silently");
+          return trace + "refused: " + step.refusal;
+      }
+      break;
+    }
+  }
+  return trace + "need more";
+}
+
+void CheckHandshake(std::span<const std::uint8_t> data) {
+  const std::string whole = Handshake(data, {});
+  for (bool bytewise : {false, true}) {
+    Require(whole == Handshake(data, Pieces(data, bytewise)),
+            "handshake: whole and piecewise feeds end differently", whole);
+  }
+  if (data.size() >= kChallengeBytes) {
+    (void)ParseChallenge(std::span<const std::uint8_t, kChallengeBytes>(data.data(),
+                                                                         kChallengeBytes));
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -156,5 +214,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     CheckSameOutcome(Generation::kLegacy, input, limits);
     CheckSameOutcome(Generation::kValidated, input, limits);
   }
+  CheckHandshake(input);
   return 0;
 }
