@@ -16,7 +16,7 @@ import ddprun_testlib as lib
 CHECK = os.path.join(lib.BUILD_DIR, "worker", "ddprun-allreduce-check")
 STORE = os.path.join(lib.BUILD_DIR, "tools", "ddprun-store")
 TOKEN = "an-authenticated-rendezvous-token-0123456789"
-CONF = "join_timeout=30,last_call_timeout=1,keep_alive_interval=0.5,keep_alive_max_attempt=2"
+CONF = "join_timeout=30,keep_alive_interval=0.5,keep_alive_max_attempt=2"
 REFUSAL_DEADLINE = 10.0  # a refused client must say so well before any join or connect timeout
 
 
@@ -38,13 +38,19 @@ class AuthenticatedRendezvousTest(lib.DdprunTestCase):
             f.write(text)
         return path
 
-    def elastic_agent(self, token_conf="", env=None, nnodes="2:3"):
-        conf = CONF + ("," + token_conf if token_conf else "")
+    def elastic_agent(self, token_conf="", env=None, nnodes="2:3", last_call=1):
+        conf = CONF + ",last_call_timeout=%s" % last_call + ("," + token_conf if token_conf else "")
         return self.start_ddprun(
             "--nnodes=%s" % nnodes, "--nproc_per_node=1", "--rdzv_backend=c10d",
             "--rdzv_endpoint=127.0.0.1:%d" % self.port, "--rdzv_id=auth-test",
             "--rdzv_conf=" + conf, lib.FAKE_WORKER, "--env-json-dir", self.envs,
             "--wait-for-file", self.release, env=self.env(env or {}))
+
+    def wait_workers(self, count, exclude_ports=(), timeout=30):
+        def ready():
+            envs = [e for e in self.worker_envs() if e["MASTER_PORT"] not in exclude_ports]
+            return envs if len(envs) == count else None
+        return lib.wait_for(ready, timeout, "%d workers of a round" % count)
 
     def worker_envs(self):
         envs = []
@@ -104,6 +110,29 @@ class AuthenticatedRendezvousTest(lib.DdprunTestCase):
         # is refused by its own check of the store's proof: the store sees it leave, no line).
         refusals = sum(r.stderr.count("refused the connection") for r in results)
         self.assertEqual(refusals, 2, "\n".join(r.describe() for r in results))
+
+    def test_the_store_moves_with_its_authentication_when_its_host_is_lost(self):
+        token = "token_file=" + self.token_file
+        host = self.elastic_agent(token, last_call=60)
+        lib.wait_for(lambda: not lib.port_is_free(self.port), 30, "the rendezvous store")
+        others = [self.elastic_agent(token, last_call=60) for _ in range(2)]
+        first = self.wait_workers(3)
+        host.kill()
+        second = self.wait_workers(2, exclude_ports={e["MASTER_PORT"] for e in first})
+        self.assertTrue(all(e["TORCHELASTIC_USE_AGENT_STORE"] == "False" for e in second))
+        # The moved store is authenticated: the job's token reads it, none is refused.
+        view = subprocess.run([STORE, "rdzv", "--endpoint", "127.0.0.1:%d" % self.port,
+                               "--rdzv_id", "auth-test", "--json", "--token-file", self.token_file],
+                              capture_output=True, text=True, timeout=60, env=self.env())
+        self.assertEqual(view.returncode, 0, view.stderr)
+        self.assertIn('"store_epoch":1', view.stdout.replace(" ", ""))
+        stranger = subprocess.run([STORE, "num-keys", "--port", str(self.port)],
+                                  capture_output=True, text=True, timeout=60, env=self.env())
+        self.assertEqual(stranger.returncode, 1, stranger.stderr)
+        self.assertIn("requires a token", stranger.stderr)
+        open(self.release, "w").close()
+        for proc in others:
+            self.assertExit(self.finish(proc), 0)
 
     def test_static_workers_serve_their_own_store_and_allreduce(self):
         master = lib.free_port()
