@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "common/errors.h"
+#include "common/version.h"
 #include "launcher/cli_internal.h"
 
 namespace ddprun::launcher {
@@ -71,7 +72,10 @@ class Parser {
       throw UsageError(OneLine(error.what()));
     }
     RejectRemaining();
-    if (options_.at("version")->count() > 0) return std::string("ddprun ") + DDPRUN_VERSION + "\n";
+    if (options_.at("version")->count() > 0) return VersionLine("ddprun") + "\n";
+    if (options_.at("print_completion")->count() > 0) {
+      return cli::CompletionScript(values_.at("print_completion"), "--print_completion");
+    }
     return std::nullopt;
   }
 

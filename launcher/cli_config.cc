@@ -163,17 +163,17 @@ void FillLogging(const RawValues& raw, const EnvLookup& env, LaunchConfig& confi
 
 void FillCompatibility(const RawValues& raw, LaunchConfig& config) {
   IfGiven(raw, "start_method", [&](const std::string& text, const std::string& name) {
-    RequireChoice(text, name, {"spawn", "fork", "forkserver"});
+    RequireChoice(text, name, Choices("start_method"));
     config.start_method = text;
   });
   IfGiven(raw, "event_log_handler", [&](const std::string& text, const std::string& name) {
-    RequireChoice(text, name, {"null", "console", "dynamic_rendezvous"});
+    RequireChoice(text, name, Choices("event_log_handler"));
     config.event_log_handler = text;
   });
   IfGiven(raw, "logs_specs",
           [&](const std::string& text, const std::string&) { config.logs_specs = text; });
   IfGiven(raw, "numa_binding", [&](const std::string& text, const std::string& name) {
-    RequireChoice(text, name, {"node", "socket", "exclusive", "core-complex"});
+    RequireChoice(text, name, Choices("numa_binding"));
     config.numa_binding = text;
   });
   config.dry_run = raw.On("dry_run");

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <sstream>
 
 #include "launcher/cli_internal.h"
 
@@ -16,12 +17,13 @@ constexpr const char* kLogging = "Logging";
 constexpr const char* kCompat = "Compatibility (accepted, no effect)";
 constexpr const char* kDdprun = "ddprun";
 
-constexpr std::array<OptionSpec, 37> kOptions{{
+constexpr std::array<OptionSpec, 38> kOptions{{
     {"nnodes", 0, "N|MIN:MAX", true, kSize, "number of nodes, or the range of nodes (default 1:1)"},
     {"nproc_per_node", 0, "N|auto|cpu|gpu", true, kSize,
-     "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)"},
+     "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)",
+     "auto cpu gpu"},
     {"rdzv_backend", 0, "NAME", true, kRdzv,
-     "static or c10d (default static; etcd and etcd-v2 are not implemented yet)"},
+     "static or c10d (default static; etcd and etcd-v2 are not implemented yet)", "static c10d"},
     {"rdzv_endpoint", 0, "HOST[:PORT]", true, kRdzv,
      "rendezvous endpoint, IPv6 as [addr]:port (static default: master_addr:master_port)"},
     {"rdzv_id", 0, "ID", true, kRdzv, "user-defined job id (default none)"},
@@ -52,9 +54,10 @@ constexpr std::array<OptionSpec, 37> kOptions{{
     {"log_dir", 0, "DIR", true, kLogging,
      "directory of the worker logs (default: a temporary one)"},
     {"redirects", 'r', "0-3|RANK:V,...", true, kLogging,
-     "redirect worker streams to log files: 1 stdout, 2 stderr, 3 both, or per rank 0:1,1:2"},
+     "redirect worker streams to log files: 1 stdout, 2 stderr, 3 both, or per rank 0:1,1:2",
+     "0 1 2 3"},
     {"tee", 't', "0-3|RANK:V,...", true, kLogging,
-     "redirect to log files and copy to the console, same values as --redirects"},
+     "redirect to log files and copy to the console, same values as --redirects", "0 1 2 3"},
     {"local_ranks_filter", 0, "RANK,...", true, kLogging,
      "show only these local ranks' output on the console, e.g. 0,1"},
     {"duplicate_stdout_filters", 0, "TEXT,...", true, kLogging,
@@ -63,18 +66,25 @@ constexpr std::array<OptionSpec, 37> kOptions{{
      "copy tee'd stderr lines containing any of these to filtered_stderr.log (,, is a comma)"},
     {"log_line_prefix_template", 0, "TEMPLATE", true, kLogging,
      "prefix of tee'd lines, e.g. '${rank}: ' (default $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)"},
-    {"start_method", 0, "METHOD", true, kCompat, "spawn, fork or forkserver (default spawn)"},
-    {"event_log_handler", 0, "NAME", true, kCompat, "null, console or dynamic_rendezvous"},
+    {"start_method", 0, "METHOD", true, kCompat, "spawn, fork or forkserver (default spawn)",
+     "spawn fork forkserver"},
+    {"event_log_handler", 0, "NAME", true, kCompat, "null, console or dynamic_rendezvous",
+     "null console dynamic_rendezvous"},
     {"logs_specs", 0, "NAME", false, kCompat, "torchrun LogsSpecs entry point name"},
-    {"numa_binding", 0, "MODE", false, kCompat, "node, socket, exclusive or core-complex"},
+    {"numa_binding", 0, "MODE", false, kCompat, "node, socket, exclusive or core-complex",
+     "node socket exclusive core-complex"},
     {"env_preset", 0, "NAME", true, kDdprun,
      "take nnodes, node_rank, master address (...) from a platform's variables: aiplatform, "
-     "azureml, skypilot or slurm; flags and PET_* still win (docs/env_presets.md)"},
+     "azureml, skypilot or slurm; flags and PET_* still win (docs/env_presets.md)",
+     "aiplatform azureml skypilot slurm"},
     {"event_log", 0, "FILE", false, kDdprun,
      "append one JSON line per agent event (round formed, workers started, node lost, restart, "
      "...) to FILE (default $DDPRUN_EVENT_LOG)"},
     {"dry_run", 0, nullptr, false, kDdprun, "print the resolved configuration and exit"},
-    {"version", 0, nullptr, false, kDdprun, "print the version and exit"},
+    {"print_completion", 0, "SHELL", false, kDdprun,
+     "print the shell completion script for ddprun and exit (bash, zsh or fish)",
+     "bash zsh fish"},
+    {"version", 0, nullptr, false, kDdprun, "print the version and the git revision and exit"},
     {"help", 'h', nullptr, false, kDdprun, "print this help and exit"},
 }};
 
@@ -86,6 +96,18 @@ const OptionSpec* FindOption(const std::string& dest) {
   const auto it = std::find_if(kOptions.begin(), kOptions.end(),
                                [&](const OptionSpec& spec) { return dest == spec.dest; });
   return it == kOptions.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> Choices(const OptionSpec& spec) {
+  std::vector<std::string> choices;
+  std::istringstream words(spec.choices == nullptr ? "" : spec.choices);
+  for (std::string word; words >> word;) choices.push_back(word);
+  return choices;
+}
+
+std::vector<std::string> Choices(const std::string& dest) {
+  const OptionSpec* spec = FindOption(dest);
+  return spec == nullptr ? std::vector<std::string>{} : Choices(*spec);
 }
 
 std::string PetName(const OptionSpec& spec) {

@@ -11,7 +11,7 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-std::string Seconds(milliseconds duration) {
+std::string TenthsText(milliseconds duration) {  // "2.5 s"
   return std::to_string(duration.count() / 1000) + "." +
          std::to_string(duration.count() % 1000 / 100) + " s";
 }
@@ -93,7 +93,7 @@ StoreAt StoreFailover::Succeed(const FailoverBasis& basis, int my_group_rank, co
   throw RendezvousConnectionError(
       "the rendezvous store was lost and none of the " + std::to_string(order.size()) +
       " successor candidates of round " + std::to_string(basis.round.round) +
-      " (its first members) served it within " + Seconds(options_.window) +
+      " (its first members) served it within " + TenthsText(options_.window) +
       " each; the job cannot go on: restart it, or check the network between the nodes");
 }
 

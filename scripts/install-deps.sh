@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages ddprun needs to build, test and document itself.
+# Installs the Debian 12 packages ddprun needs to build, test, document and package itself;
+# with --demo, only those `make demo` needs (build ddprun, run the demo).
 # Idempotent and fast: apt is only touched when a package is missing.
 set -euo pipefail
 
-packages=(
+demo_packages=(
   cmake g++ make
   libboost1.74-dev libboost-filesystem1.74-dev libboost-system1.74-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev catch2 libgloo-dev
   libssl-dev   # HMAC-SHA256 and random nonces of the authenticated store (docs/reliability.md)
   python3 python3-torch   # Debian's PyTorch 1.13 for /usr/bin/python3 (no recommends: ~1.5 GB of Qt)
+)
+packages=(
+  "${demo_packages[@]}"
   scdoc iproute2 procps time
   clang libclang-rt-14-dev   # make fuzz: clang++ and libFuzzer (a recommend of clang, so named)
+  # make package / check-package (packaging/): dpkg-shlibdeps, file, rpmbuild, lintian; the
+  # installed package's man pages, completion (bash, zsh, fish) and pkg-config file
+  dpkg-dev file rpm lintian man-db bash-completion zsh fish pkg-config
 )
+if [ "${1:-}" = "--demo" ]; then
+  packages=("${demo_packages[@]}")
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do

@@ -19,6 +19,8 @@
 //   --lines N [--line-length L] print N lines of L bytes (default 100) each, one write per line;
 //                              --line-length may also come before --lines
 //   --wait-for-file PATH       wait (up to 120 s, else exit 4) until PATH exists
+//   --wait-for-attempt-file PATH  the same for PATH with ".<restart count>" appended as --env-json
+//                              does (another rank's --env-json file of this attempt)
 //   --write PATH TEXT          write TEXT to PATH
 //   --dump-args PATH REST...   write REST (every remaining argument, verbatim) as a JSON array to
 //                              PATH and exit 0; REST is data, never parsed
@@ -241,6 +243,11 @@ void Run(const std::vector<std::string>& args, bool dry) {
       if (!skip) WriteFileAtomically(path, EnvironmentJson().dump());
     } else if (flag == "--wait-for-file") {
       const std::string path = value(flag);
+      if (!skip) WaitForFile(path);
+    } else if (flag == "--wait-for-attempt-file") {
+      std::string path = value(flag);
+      const std::string restart = Getenv("TORCHELASTIC_RESTART_COUNT");
+      if (!restart.empty()) path += "." + restart;
       if (!skip) WaitForFile(path);
     } else if (flag == "--write") {
       const std::string path = value(flag);

@@ -14,6 +14,7 @@
 #include "common/errors.h"
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "common/version.h"
 #include "launcher/cli.h"
 #include "launcher/rdzv_token.h"
 #include "rendezvous/tcp_store_client.h"
@@ -252,6 +253,7 @@ constexpr Spec kClientSpecs[] = {
 int Main(int argc, char** argv) {
   CLI::App app{"ddprun-store: a c10d-compatible TCP store server and client"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", VersionLine("ddprun-store"), "print the version and exit");
   ServeFlags serve_flags;
   auto* serve = app.add_subcommand("serve", "run a standalone store server until SIGINT/SIGTERM");
   serve->add_option("--host", serve_flags.options.host, "bind address ('::' = all, dual stack)")

@@ -9,6 +9,7 @@
 
 #include "worker/check_values.h"
 #include "worker/program.h"
+#include "worker/program_cli.h"
 
 namespace ddprun::worker {
 namespace {
@@ -77,7 +78,9 @@ int main(int argc, char** argv) {
   using namespace ddprun::worker;
   CheckOptions options;
   CLI::App app{"Checks ddprun's bundled allreduce; run under ddprun or torchrun."};
-  app.add_option("--backend", options.backend, "cpu, nccl or auto")->capture_default_str();
+  AddVersionFlag(app, kProgram);
+  app.add_option("--backend", options.backend, "cpu, nccl or auto")
+      ->type_name(BackendTypeName())->capture_default_str();
   app.add_option("--timeout", options.timeout_s, "seconds for rendezvous and each collective")
       ->capture_default_str();
   app.add_option("--corrupt-rank", options.corrupt_rank,

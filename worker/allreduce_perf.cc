@@ -12,6 +12,7 @@
 #include "worker/check_values.h"
 #include "worker/perf_report.h"
 #include "worker/program.h"
+#include "worker/program_cli.h"
 
 namespace ddprun::worker {
 namespace {
@@ -120,9 +121,10 @@ void AddOptions(CLI::App& app, PerfOptions& options) {
   app.add_option("-n,--iters", options.iters, "timed iterations")->capture_default_str();
   app.add_option("-w,--warmup_iters", options.warmup_iters, "untimed iterations first")
       ->capture_default_str();
-  app.add_option("--backend", options.backend, "cpu, nccl or auto")->capture_default_str();
+  app.add_option("--backend", options.backend, "cpu, nccl or auto")
+      ->type_name(BackendTypeName())->capture_default_str();
   app.add_option("-d,--datatype", options.datatype, "float, double, int32, int64")
-      ->capture_default_str();
+      ->type_name(DataTypeTypeName())->capture_default_str();
   app.add_flag("--json", options.json, "print one JSON object instead of the table");
   app.add_option("--timeout", options.timeout_s, "seconds for rendezvous and each collective")
       ->capture_default_str();
@@ -135,6 +137,7 @@ int main(int argc, char** argv) {
   using namespace ddprun::worker;
   PerfOptions options;
   CLI::App app{"Allreduce bandwidth (nccl-tests' table); run under ddprun or torchrun."};
+  AddVersionFlag(app, kProgram);
   AddOptions(app, options);
   try {
     app.parse(argc, argv);

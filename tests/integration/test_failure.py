@@ -192,8 +192,11 @@ class FailureTest(DdprunTestCase):
 
     def test_max_restarts_runs_three_attempts(self):
         env_base = self.path("env_${local_rank}")  # fake_worker appends ".<restart count>"
+        # Rank 1 fails only once rank 0 has written its file of the attempt (else a slow start,
+        # e.g. under ThreadSanitizer, has rank 0 stopped before it writes).
         result = self.ddprun("--standalone", "--nproc_per_node=2", "--max_restarts=2",
                              "--no_python", FAKE_WORKER, "--env-json", env_base,
+                             "--if-local-rank", "1", "--wait-for-attempt-file", self.path("env_0"),
                              "--if-local-rank", "1", "--exit", "3", "--sleep", "300",
                              timeout=90)
         self.assertExit(result, 3)

@@ -1,0 +1,200 @@
+"""The packages `make package` built, installed for real (make check-package; root, Debian).
+
+Installs build/ddprun_<version>_<arch>.deb with dpkg -i and checks the installed tool as a user
+would meet it: `ddprun --version` (the build's version and git revision), a standalone launch of
+the installed ddprun-allreduce-check, `man -w` for every program, bash completion of
+`ddprun --nnod<TAB>` through bash-completion's loader (zsh's compinit and fish find theirs too),
+and the C++ example built against the installed CMake package and pkg-config file and run under
+the installed ddprun. Then `dpkg -r` (in a finally, so also after a failure; then --purge) and
+a check that every file and directory the package brought is gone. Without installing: lintian on the .deb (errors or
+warnings fail; overrides ship in the package, each with its reason), the .rpm and the .tar.gz
+list the same files as the .deb, and the -dbgsym .ddeb carries the debug symbols.
+
+The machine is left as it was: the test refuses to run when ddprun is already installed or
+when any file of the package already exists.
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
+import docs_lib  # noqa: E402
+
+BUILD_DIR = os.path.abspath(os.environ.get("DDPRUN_BUILD_DIR", os.path.join(REPO_ROOT, "build")))
+EXAMPLE = os.path.join(REPO_ROOT, "examples", "cpp")
+# The installed programs, whatever else is on the caller's PATH (a /usr/local install, build/).
+SYSTEM_ENV = dict(os.environ, PATH="/usr/bin:/bin")
+
+
+def run(argv, timeout=300, check=True, **kwargs):
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=timeout, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
+            " ".join(argv), result.returncode, result.stdout, result.stderr))
+    return result
+
+
+def only(pattern):
+    paths = sorted(glob.glob(os.path.join(BUILD_DIR, pattern)))
+    if len(paths) != 1:
+        raise AssertionError("expected one %s in %s, found %s: run make package" % (
+            pattern, BUILD_DIR, paths))
+    return paths[0]
+
+
+def deb_entries(deb):
+    """{path: type} of a .deb's data ('d' directory, '-' file, 'l' link), paths from /."""
+    entries = {}
+    for line in run(["dpkg-deb", "--contents", deb]).stdout.splitlines():
+        kind, path = line[0], line.split(None, 5)[5].split(" -> ")[0]
+        entries["/" + path.lstrip("./").rstrip("/")] = kind
+    entries.pop("/", None)
+    return entries
+
+
+def files_of(entries):
+    return sorted(path for path, kind in entries.items() if kind != "d")
+
+
+class Package(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0 or shutil.which("dpkg") is None:
+            raise unittest.SkipTest("needs root and dpkg (Debian)")
+        cls.deb = only("ddprun_*_*.deb")
+        cls.entries = deb_entries(cls.deb)
+        cls.version = re.match(r"ddprun_([^_]+)_", os.path.basename(cls.deb)).group(1)
+
+    def test_lintian_is_clean(self):
+        # Overridden tags are shown as "O:" lines (with their reasons as "N:" lines); any "E:" or
+        # "W:" line fails. (--fail-on counts overridden tags when --show-overrides is given.)
+        result = run(["lintian", "--display-info", "--show-overrides", self.deb], timeout=600,
+                     check=False)
+        print("\nlintian %s:\n%s" % (os.path.basename(self.deb), result.stdout))
+        bad = [line for line in result.stdout.splitlines() if line[:3] in ("E: ", "W: ")]
+        self.assertEqual(bad, [], "lintian errors or warnings")
+
+    def test_rpm_and_tarball_hold_the_same_files(self):
+        files = files_of(self.entries)
+        rpm = only("ddprun-*.rpm")
+        dump = run(["rpm", "-qlp", "--dump", rpm]).stdout.splitlines()
+        # --dump: path size mtime digest mode ...; mode 040... is a directory.
+        rpm_files = sorted(line.split()[0] for line in dump if not line.split()[4].startswith("040"))
+        self.assertEqual(rpm_files, files)
+        tarball = only("ddprun-*.tar.gz")
+        listing = run(["tar", "-tvzf", tarball]).stdout.splitlines()
+        tar_files = sorted("/usr/" + line.split(None, 5)[5].split(" -> ")[0].split("/", 1)[1]
+                           for line in listing if line[0] != "d")
+        # Unpacked anywhere but /usr, zsh looks in share/zsh/site-functions (Debian's zsh in
+        # /usr/share/zsh/vendor-completions for packages): the one deliberate difference.
+        tar_files = sorted(path.replace("/zsh/site-functions/", "/zsh/vendor-completions/")
+                           for path in tar_files)
+        self.assertEqual(tar_files, files)
+
+    def test_debug_symbols_are_split_out(self):
+        ddeb = only("ddprun-dbgsym_*.ddeb")
+        debug = [path for path in deb_entries(ddeb) if path.endswith(".debug")]
+        self.assertGreaterEqual(len(debug), 5, "ddprun, ddprun-store, two programs, the library")
+        for binary in ("/usr/bin/ddprun", "/usr/bin/ddprun-store"):
+            self.assertIn(binary, self.entries)
+
+    def test_install_use_remove(self):
+        if run(["dpkg-query", "-W", "-f=${Status}", "ddprun"], check=False).stdout.startswith(
+                "install"):
+            self.fail("ddprun is already installed here: the test would change this machine")
+        existing = [path for path, kind in self.entries.items()
+                    if kind != "d" and os.path.lexists(path)]
+        self.assertEqual(existing, [], "files of the package already exist (installed by hand?)")
+        new_dirs = [path for path, kind in self.entries.items()
+                    if kind == "d" and not os.path.isdir(path)]
+        try:
+            run(["dpkg", "-i", self.deb])
+            with self.subTest("version"):
+                self.check_version()
+            with self.subTest("launch"):
+                self.check_launch()
+            with self.subTest("man"):
+                for program in docs_lib.PROGRAMS:
+                    self.assertEqual(run(["man", "-w", program]).stdout.strip(),
+                                     "/usr/share/man/man1/%s.1.gz" % program)
+            with self.subTest("completion"):
+                self.check_completion()
+            with self.subTest("example"):
+                self.check_example()
+        finally:
+            remove = run(["dpkg", "-r", "ddprun"], check=False)
+            left = [path for path in files_of(self.entries) if os.path.lexists(path)]
+            left += [path for path in new_dirs if os.path.lexists(path)]
+            # Whatever dpkg -r kept (it keeps conffiles; the package has none) goes too.
+            purge = run(["dpkg", "--purge", "ddprun"], check=False)
+        self.assertEqual(remove.returncode, 0, remove.stderr)
+        self.assertEqual(left, [], "left behind by dpkg -r")
+        self.assertEqual(purge.returncode, 0, purge.stderr)
+        self.assertNotIn("libddprun_worker", run(["ldconfig", "-p"]).stdout)
+
+    def check_version(self):
+        installed = run(["/usr/bin/ddprun", "--version"]).stdout.strip()
+        self.assertRegex(installed, r"^ddprun %s \(git ([0-9a-f]{12}(-dirty)?|unknown)\)$"
+                         % re.escape(self.version))
+        built = run([os.path.join(BUILD_DIR, "launcher", "ddprun"), "--version"]).stdout.strip()
+        self.assertEqual(installed, built)
+        for program in ("ddprun-allreduce-check", "ddprun-allreduce-perf"):
+            self.assertEqual(run([program, "--version"], env=SYSTEM_ENV).stdout.strip(),
+                             installed.replace("ddprun ", program + " ", 1))
+
+    def check_launch(self):
+        result = run(["ddprun", "--standalone", "--nproc-per-node=2", "--no-python",
+                      "ddprun-allreduce-check", "--backend", "cpu", "--timeout", "60"],
+                     cwd=tempfile.gettempdir(), env=SYSTEM_ENV)
+        self.assertEqual(len(re.findall(r"^rank [01]/2 ok: backend=cpu", result.stdout, re.M)), 2,
+                         result.stdout)
+
+    def check_completion(self):
+        self.assertEqual(docs_lib.bash_complete("ddprun", ["ddprun --nnod"], loader=True),
+                         [["--nnodes"]])
+        for program in docs_lib.PROGRAMS:
+            self.assertTrue(os.path.exists("/usr/share/bash-completion/completions/" + program))
+        if shutil.which("zsh"):
+            run(["zsh", "-fc", "autoload -U compinit && compinit -u -D && "
+                 "(( ${+_comps[ddprun]} && ${+_comps[ddprun-store]} ))"])
+        if shutil.which("fish"):  # with fish's own config (its completion path), no user's
+            with tempfile.TemporaryDirectory() as home:
+                out = run(["fish", "-c", "complete -C 'ddprun --nnod'"],
+                          env=dict(os.environ, HOME=home, XDG_CONFIG_HOME=home,
+                                   XDG_DATA_HOME=home)).stdout
+            self.assertEqual(out.split("\t")[0], "--nnodes")
+
+    def check_example(self):
+        with tempfile.TemporaryDirectory(prefix="ddprun-example-") as work:
+            build = os.path.join(work, "cmake")
+            run(["cmake", "-S", EXAMPLE, "-B", build, "-DCMAKE_BUILD_TYPE=Release"])
+            run(["cmake", "--build", build])
+            flags = run(["pkg-config", "--cflags", "--libs", "ddprun"]).stdout.split()
+            pkg_binary = os.path.join(work, "pkgconfig_example")
+            run(["g++", "-std=c++20", "-O1", os.path.join(EXAMPLE, "allreduce_example.cc"), "-o",
+                 pkg_binary] + flags)
+            # Every installed header compiles on its own.
+            for header in sorted(path for path in self.entries
+                                 if path.startswith("/usr/include/ddprun/") and
+                                 path.endswith(".h")):
+                run(["g++", "-std=c++20", "-fsyntax-only", "-x", "c++", "-include", header,
+                     "/dev/null"] + [flag for flag in flags if flag.startswith("-I")])
+            for binary in (os.path.join(build, "allreduce_example"), pkg_binary):
+                result = run(["ddprun", "--standalone", "--nproc-per-node=3", binary], cwd=work,
+                             env=SYSTEM_ENV)
+                lines = re.findall(r"^rank [0-2]/3 ok: allreduce sum 6 \(expected 6\), store says "
+                                   r"'hello from rank 0' \[libddprun_worker %s " % re.escape(
+                                       self.version), result.stdout, re.M)
+                self.assertEqual(len(lines), 3, result.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
