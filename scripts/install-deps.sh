@@ -18,6 +18,7 @@ packages=(
   # make package / check-package (packaging/): dpkg-shlibdeps, file, rpmbuild, lintian; the
   # installed package's man pages, completion (bash, zsh, fish) and pkg-config file
   dpkg-dev file rpm lintian man-db bash-completion zsh fish pkg-config
+  etcd-server   # the etcd rendezvous' tests start real etcd members on loopback (not the service)
 )
 if [ "${1:-}" = "--demo" ]; then
   packages=("${demo_packages[@]}")

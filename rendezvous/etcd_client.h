@@ -1,0 +1,82 @@
+// A blocking client of etcd's v3 JSON gateway (etcd_v3.h) over HTTP/1.1 with Boost.Beast:
+// unary calls (POST /v3/kv/range, ...) and watch streams, for the etcd rendezvous backend
+// (issue 14). Every member of the cluster is listed; a call goes to the member that answered
+// last and fails over to the next on a connection error, a timeout or a 5xx reply, so losing a
+// member costs one timeout at most. Each request on one member is bounded by `timeout`. A
+// reply that is not etcd's fails over too, and when no member answers the error names every
+// member with its problem in one line. Calls are serialized (safe to share between threads);
+// Interrupt() aborts a blocked call from another thread.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/host_port.h"
+#include "rendezvous/etcd_v3.h"
+#include "rendezvous/store.h"
+
+namespace ddprun::rendezvous::etcd {
+
+struct EtcdClientOptions {
+  std::vector<HostPort> endpoints;               // every member, host:port of its client URL
+  std::chrono::milliseconds timeout{5'000};      // one request on one member
+};
+
+// No member answered: "etcd: no member answered: 127.0.0.1:2379: connection refused; ...".
+class EtcdUnavailable : public StoreConnectionError {
+ public:
+  using StoreConnectionError::StoreConnectionError;
+};
+
+class EtcdClient {
+ public:
+  explicit EtcdClient(EtcdClientOptions options);
+  ~EtcdClient();
+  EtcdClient(const EtcdClient&) = delete;
+  EtcdClient& operator=(const EtcdClient&) = delete;
+
+  // POSTs `body` to `path` ("/v3/kv/range"); returns the reply's JSON (an error reply too: the
+  // etcd_v3 parsers throw EtcdError for it). Throws EtcdUnavailable.
+  nlohmann::json Call(const std::string& path, const nlohmann::json& body);
+  void Interrupt();
+  // The member that answered last.
+  HostPort Current() const;
+
+ private:
+  class Connection;
+  nlohmann::json CallMember(std::size_t member, const std::string& path, const std::string& body);
+
+  EtcdClientOptions options_;
+  mutable std::mutex mutex_;
+  std::size_t current_ = 0;
+  std::unique_ptr<Connection> connection_;  // kept alive; replaced under io_mutex_ too
+  std::mutex io_mutex_;                     // connection_ for Interrupt() on another thread
+  std::atomic<bool> interrupted_{false};
+};
+
+// One watch stream (POST /v3/watch) on the first member that accepts it. Next() returns the
+// stream's next message, or nullopt when `deadline` passed first (the stream stays open).
+// Throws EtcdUnavailable when the member is lost (open a new watch from the last revision).
+class EtcdWatch {
+ public:
+  EtcdWatch(const EtcdClientOptions& options, const nlohmann::json& create_body);
+  ~EtcdWatch();
+  EtcdWatch(const EtcdWatch&) = delete;
+  EtcdWatch& operator=(const EtcdWatch&) = delete;
+
+  std::optional<WatchMessage> Next(std::chrono::steady_clock::time_point deadline);
+  // Ends a blocked Next() from another thread (it throws EtcdUnavailable).
+  void Interrupt();
+
+ private:
+  class Stream;
+  std::unique_ptr<Stream> stream_;
+};
+
+}  // namespace ddprun::rendezvous::etcd

@@ -1,0 +1,180 @@
+// The etcd v3 client (rendezvous/etcd_client.h) against a real etcd (Debian's etcd-server,
+// installed by scripts/install-deps.sh) started by the test on loopback: calls, fail-over from
+// a dead member, one line naming every bad endpoint, watches with deadlines and interruption.
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/asio.h"
+#include "rendezvous/etcd_client.h"
+#include "rendezvous/tcp_store_server.h"
+
+extern char** environ;
+
+namespace ddprun::rendezvous::etcd {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+int FreePort() {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  return acceptor.local_endpoint().port();
+}
+
+// One etcd member on 127.0.0.1 with its data in a temporary directory; SIGKILLed and removed
+// at the end of the test.
+class EtcdServer {
+ public:
+  EtcdServer() : client_port_(FreePort()), peer_port_(FreePort()) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "ddprun_etcd_XXXXXX").string();
+    dir_ = ::mkdtemp(pattern.data());
+    const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+    const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+    const std::string log = dir_ + "/etcd.log";
+    std::vector<std::string> args{"/usr/bin/etcd",  "--data-dir", dir_ + "/data",
+                                  "--listen-client-urls", client, "--advertise-client-urls", client,
+                                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                                  "--initial-cluster", "default=" + peer};
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT, 0600);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    const int error = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    REQUIRE(error == 0);  // /usr/bin/etcd: scripts/install-deps.sh installs etcd-server
+    AwaitReady();
+  }
+  ~EtcdServer() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    std::filesystem::remove_all(dir_);
+  }
+  HostPort Endpoint() const { return {"127.0.0.1", client_port_}; }
+
+ private:
+  void AwaitReady() {
+    EtcdClient client({{Endpoint()}, 1s});
+    const auto deadline = Clock::now() + 30s;
+    for (;;) {
+      try {
+        ParseRange(client.Call("/v3/kv/range", RangeBody("ready")));
+        return;
+      } catch (const std::exception& error) {
+        INFO(error.what());
+        REQUIRE(Clock::now() < deadline);
+      }
+      std::this_thread::sleep_for(50ms);  // etcd has no readiness event to wait on
+    }
+  }
+
+  int client_port_;
+  int peer_port_;
+  std::string dir_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("etcd client: put, range and compare-and-put on a real etcd", "[etcd][tcp]") {
+  EtcdServer server;
+  EtcdClient client({{server.Endpoint()}, 5s});
+  const auto put = ParsePut(client.Call("/v3/kv/put", PutBody("ddprun/k", "v1")));
+  CHECK(put.header.revision > 0);
+  const auto range = ParseRange(client.Call("/v3/kv/range", RangeBody("ddprun/k")));
+  REQUIRE(range.kvs.size() == 1);
+  CHECK(range.kvs[0].value == "v1");
+  const std::int64_t revision = range.kvs[0].mod_revision;
+
+  const auto stale = ParseTxn(client.Call("/v3/kv/txn", CompareAndPutBody("ddprun/k", 1, "v2")));
+  CHECK_FALSE(stale.succeeded);
+  REQUIRE(stale.read.size() == 1);
+  CHECK(stale.read[0].value == "v1");
+  const auto swapped =
+      ParseTxn(client.Call("/v3/kv/txn", CompareAndPutBody("ddprun/k", revision, "v2")));
+  CHECK(swapped.succeeded);
+  const auto absent = ParseTxn(client.Call("/v3/kv/txn", CompareAndPutBody("ddprun/new", 0, "x")));
+  CHECK(absent.succeeded);  // mod_revision 0: created only if absent
+
+  const auto lease = ParseLease(client.Call("/v3/lease/grant", LeaseGrantBody(30)));
+  CHECK(lease.ttl == 30);
+  CHECK(ParseLease(client.Call("/v3/lease/keepalive", LeaseKeepAliveBody(lease.id))).ttl > 0);
+  CHECK(ParseLease(client.Call("/v3/lease/keepalive", LeaseKeepAliveBody(12345))).ttl <= 0);
+  CHECK_THROWS_AS(ParseLease(client.Call("/v3/lease/revoke", LeaseRevokeBody(12345))),
+                  EtcdError);  // no such lease: etcd's own error, not a failover
+}
+
+TEST_CASE("etcd client: a dead member is skipped; no member names each one's problem",
+          "[etcd][tcp]") {
+  EtcdServer server;
+  const HostPort dead{"127.0.0.1", FreePort()};
+  SECTION("fail-over to the live member") {
+    EtcdClient client({{dead, server.Endpoint()}, 2s});
+    ParsePut(client.Call("/v3/kv/put", PutBody("a", "b")));
+    CHECK(client.Current().ToString() == server.Endpoint().ToString());
+  }
+  SECTION("nothing listening, and a c10d store, which is not etcd") {
+    asio::io_context io;
+    TcpStoreServer store(io, ServerOptions{});
+    std::thread serving([&io] { io.run(); });
+    const HostPort not_etcd{"127.0.0.1", store.Port()};
+    EtcdClient client({{dead, not_etcd}, 1s});
+    const auto start = Clock::now();
+    try {
+      client.Call("/v3/kv/range", RangeBody("a"));
+      FAIL("no error");
+    } catch (const EtcdUnavailable& error) {
+      const std::string text = error.what();
+      CHECK_THAT(text, Catch::Contains(dead.ToString() + ": Connection refused"));
+      CHECK_THAT(text, Catch::Contains(not_etcd.ToString() + ": "));
+      CHECK(text.find('\n') == std::string::npos);
+    }
+    CHECK(Clock::now() - start < 4s);  // within the timeout per member
+    asio::post(io, [&store] { store.Stop(); });
+    serving.join();
+  }
+}
+
+TEST_CASE("etcd watch: events arrive, deadlines return, Interrupt ends a wait", "[etcd][tcp]") {
+  EtcdServer server;
+  const EtcdClientOptions options{{server.Endpoint()}, 5s};
+  EtcdClient client(options);
+  EtcdWatch watch(options, WatchCreateBody("ddprun/w", "", 0));
+  const auto created = watch.Next(Clock::now() + 5s);
+  REQUIRE(created);
+  CHECK(created->created);
+
+  const auto quiet_start = Clock::now();
+  CHECK_FALSE(watch.Next(Clock::now() + 200ms));  // nothing changed
+  CHECK(Clock::now() - quiet_start < 2s);
+
+  ParsePut(client.Call("/v3/kv/put", PutBody("ddprun/w", "hello")));
+  std::optional<WatchMessage> message;
+  for (int i = 0; i < 10 && !(message && !message->events.empty()); ++i) {
+    message = watch.Next(Clock::now() + 5s);
+  }
+  REQUIRE(message);
+  REQUIRE(message->events.size() == 1);
+  CHECK(message->events[0].kv.value == "hello");
+
+  auto blocked = std::async(std::launch::async, [&watch] { return watch.Next(Clock::now() + 60s); });
+  REQUIRE(blocked.wait_for(100ms) == std::future_status::timeout);
+  watch.Interrupt();
+  REQUIRE(blocked.wait_for(5s) == std::future_status::ready);
+  CHECK_THROWS_AS(blocked.get(), EtcdUnavailable);
+}
+
+}  // namespace ddprun::rendezvous::etcd
