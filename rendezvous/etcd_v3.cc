@@ -198,6 +198,13 @@ PutReply ParsePut(const json& reply) {
   });
 }
 
+DeleteReply ParseDelete(const json& reply) {
+  return Guarded([&]() -> DeleteReply {
+    ThrowIfError(reply);
+    return {ReadHeader(reply), Int64(reply, "deleted")};
+  });
+}
+
 TxnReply ParseTxn(const json& reply) {
   return Guarded([&]() -> TxnReply {
     ThrowIfError(reply);

@@ -88,6 +88,11 @@ struct PutReply {
   Header header;
 };
 
+struct DeleteReply {
+  Header header;
+  std::int64_t deleted = 0;
+};
+
 struct TxnReply {
   Header header;
   bool succeeded = false;
@@ -119,6 +124,7 @@ struct WatchMessage {
 // Each throws EtcdError for an error reply, EtcdProtocolError for anything unexpected.
 RangeReply ParseRange(const nlohmann::json& reply);
 PutReply ParsePut(const nlohmann::json& reply);
+DeleteReply ParseDelete(const nlohmann::json& reply);
 TxnReply ParseTxn(const nlohmann::json& reply);
 LeaseReply ParseLease(const nlohmann::json& reply);  // grant, and keepalive's {"result": ...}
 // One line of /v3/watch's stream: {"result": {...}} or {"error": {...}}.

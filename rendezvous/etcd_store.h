@@ -1,0 +1,56 @@
+// A Store over etcd v3 (etcd_client.h), so that the dynamic rendezvous runs unchanged on etcd
+// (issue 14): every key lives under `prefix` (several jobs share one etcd); SET is a put; ADD and
+// COMPARE_SET are transactions on the key's mod_revision, retried from the value the failed
+// transaction read back; GET and WAIT wait with an etcd watch from the revision they last read
+// (no polling); CHECK and NUM_KEYS are ranges. A cluster that no member answers for is a
+// StoreConnectionError (EtcdUnavailable), as a lost TCP store is. Interrupt() ends every call at
+// once, a blocked wait included. Safe to share between threads.
+#pragma once
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "rendezvous/etcd_client.h"
+#include "rendezvous/store.h"
+
+namespace ddprun::rendezvous::etcd {
+
+struct EtcdStoreOptions {
+  EtcdClientOptions client;
+  std::string prefix = "/ddprun/";  // every key of this store starts with it
+};
+
+class EtcdStore : public Store {
+ public:
+  explicit EtcdStore(EtcdStoreOptions options);
+
+  void Set(const std::string& key, const Bytes& value) override;
+  Bytes Get(const std::string& key) override;
+  std::int64_t Add(const std::string& key, std::int64_t delta) override;
+  Bytes CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  bool Check(const std::vector<std::string>& keys) override;
+  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  using Store::Wait;
+  bool DeleteKey(const std::string& key) override;
+  std::int64_t NumKeys() override;
+  void Interrupt() override;
+
+ private:
+  std::string Full(const std::string& key) const { return options_.prefix + key; }
+  // The key's current entry (none: absent) and the store's revision when it was read.
+  std::optional<KeyValue> Read(const std::string& key, std::int64_t& revision);
+  // Blocks until `key` exists (checked at `revision`, then watched from the next one).
+  void AwaitKey(const std::string& key, std::chrono::steady_clock::time_point deadline,
+                const std::string& timeout_message);
+  nlohmann::json Call(const std::string& path, const nlohmann::json& body);
+  void ThrowIfInterrupted() const;
+
+  EtcdStoreOptions options_;
+  EtcdClient client_;
+  std::atomic<bool> interrupted_{false};
+  std::mutex watches_mutex_;
+  std::set<EtcdWatch*> watches_;  // open watches, for Interrupt
+};
+
+}  // namespace ddprun::rendezvous::etcd
