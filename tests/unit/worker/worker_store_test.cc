@@ -38,7 +38,7 @@ int FreePort() {
 
 TEST_CASE("with an agent store every rank is a client under the attempt prefix", "[worker]") {
   asio::io_context io;
-  rendezvous::TcpStoreServer server(io, {"127.0.0.1", 0, {}});
+  rendezvous::TcpStoreServer server(io, {"127.0.0.1", 0, {}, 1, nullptr});
   std::thread io_thread([&] { io.run(); });
   {
     WorkerStore rank0(Env(0, 2, server.Port(), true), milliseconds(10'000));
@@ -46,7 +46,9 @@ TEST_CASE("with an agent store every rank is a client under the attempt prefix",
     CHECK_FALSE(rank0.HostsServer());
     rank0.Scoped("comm_0")->SetString("hello", "world");
     CHECK(rank1.Scoped("comm_0")->GetString("hello") == "world");
-    rendezvous::TcpStoreClient raw({"127.0.0.1", server.Port()});
+    rendezvous::ClientOptions options;
+    options.port = server.Port();
+    rendezvous::TcpStoreClient raw(options);
     CHECK(raw.GetString("ddprun_worker/attempt_2/comm_0/hello") == "world");
     rank1.Finish();
     rank0.Finish();
