@@ -22,7 +22,7 @@ targets=(store_protocol rdzv_state cli cli_values slurm_hostlist env_presets)
 
 build() {
   CC="${FUZZ_CC:-clang}" CXX="${FUZZ_CXX:-clang++}" cmake -S . -B "$build_dir" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPRUN_FUZZ=ON
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPRUN_FUZZ=ON -DCMAKE_UNITY_BUILD=ON  # as the sanitizer trees
   cmake --build "$build_dir" --target ddprun_fuzzers -j"$(nproc 2>/dev/null || echo 2)"
   echo "run-fuzz: build took $SECONDS s"
 }
