@@ -2,6 +2,7 @@
 
 #include <csignal>
 
+#include "common/errors.h"
 #include "common/logging.h"
 #include "elastic/rank_assignment.h"
 
@@ -21,7 +22,7 @@ int AgentResult::ExitCode() const {
     case State::kStopped:
       return 128 + signal;
     case State::kError:
-      return 1;
+      return usage_error ? 2 : 1;
   }
   return 1;
 }
@@ -86,6 +87,10 @@ void Agent::OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception
   if (error) {
     try {
       std::rethrow_exception(error);
+    } catch (const UsageError& bad_input) {
+      AgentResult result = Errored(bad_input.what());
+      result.usage_error = true;
+      Finish(result);
     } catch (const std::exception& failure) {
       Finish(Errored(failure.what()));
     }

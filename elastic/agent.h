@@ -44,6 +44,7 @@ struct AgentResult {
   std::vector<ProcessFailure> failures;  // kFailed: every failure of the last attempt
   int signal = 0;                        // kStopped: the signal that stopped the launcher
   std::string error;                     // kError: one line
+  bool usage_error = false;              // kError from bad input (a UsageError): exit code 2
   int restart_count = 0;
   // Multi-node kFailed: where the root cause happened, and one line saying so (also set when a
   // node was lost, then with no failures).
@@ -51,7 +52,8 @@ struct AgentResult {
   std::string root_cause_host;
   std::string note;
 
-  // 0; the root cause's exit code (128+N for a signal); 128+N when stopped by signal N; 1.
+  // 0; the root cause's exit code (128+N for a signal); 128+N when stopped by signal N; 1 (2
+  // for bad input found while setting up, e.g. a store_bind that is not this machine's).
   int ExitCode() const;
 };
 

@@ -2,6 +2,7 @@
 #include <csignal>
 #include <optional>
 
+#include "common/errors.h"
 #include "elastic/agent.h"
 #include "tests/unit/elastic/single_node_rendezvous.h"
 #include "tests/unit/elastic/fake_process_context.h"
@@ -178,4 +179,24 @@ TEST_CASE("a rendezvous error ends the run with one line and exit code 1", "[ela
   CHECK(result->error == "rendezvous timed out after 600 s");
   CHECK(result->ExitCode() == 1);
   CHECK(processes.attempts.empty());
+}
+
+class BadInputRendezvous : public rendezvous::SingleNodeRendezvous {
+ public:
+  BadInputRendezvous() : SingleNodeRendezvous("job", {}) {}
+  rendezvous::RendezvousInfo NextRendezvous() override {
+    throw UsageError("bind 10.0.0.9:29400: Cannot assign requested address");
+  }
+};
+
+TEST_CASE("bad input found by the rendezvous (a UsageError) exits 2, as on the command line",
+          "[elastic][agent]") {
+  BadInputRendezvous rendezvous;
+  FakeProcessContext processes;
+  Agent agent(Spec(1, 0), {}, rendezvous, processes);
+  std::optional<AgentResult> result;
+  agent.Run([&](const AgentResult& done) { result = done; });
+  REQUIRE(result);
+  CHECK(result->state == AgentResult::State::kError);
+  CHECK(result->ExitCode() == 2);
 }
