@@ -109,7 +109,7 @@ void EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::millisec
 }
 
 // Watches from the revision after the last read, so no put in between is missed; returns at the
-// first put of the key (or a cancelled watch: the caller reads again).
+// first put of the key, a cancelled watch, or a lost member (the caller reads again).
 void EtcdStore::AwaitKey(const std::string& key, Clock::time_point deadline,
                          const std::string& timeout_message) {
   std::int64_t revision = 0;
@@ -130,7 +130,13 @@ void EtcdStore::AwaitKey(const std::string& key, Clock::time_point deadline,
   if (interrupted_) watch.Interrupt();
   for (;;) {
     ThrowIfInterrupted();
-    const auto message = watch.Next(deadline);
+    std::optional<WatchMessage> message;
+    try {
+      message = watch.Next(deadline);
+    } catch (const EtcdUnavailable&) {
+      ThrowIfInterrupted();
+      return;  // the watch's member is gone: the caller reads again and watches on another
+    }
     if (!message) throw StoreTimeout(timeout_message);
     if (message->canceled) return;
     for (const WatchEvent& event : message->events) {

@@ -1,5 +1,5 @@
-// A real etcd member for unit tests (Debian's etcd-server, installed by scripts/install-deps.sh):
-// one member on 127.0.0.1 with free ports and a temporary data directory, waited for until it
+// Real etcd members for unit tests (Debian's etcd-server, installed by scripts/install-deps.sh):
+// members on 127.0.0.1 with free ports and a temporary data directory, waited for until each
 // answers, SIGKILLed and removed at the end of the test.
 #pragma once
 #include <catch2/catch.hpp>
@@ -31,20 +31,57 @@ inline int FreePort() {
   return acceptor.local_endpoint().port();
 }
 
-// One etcd member on 127.0.0.1 with its data in a temporary directory; SIGKILLed and removed
-// at the end of the test.
-class EtcdServer {
+// An etcd cluster of `members` members on 127.0.0.1, their data in one temporary directory;
+// every member SIGKILLed and the data removed at the end of the test. Kill(i) SIGKILLs one.
+class EtcdCluster {
  public:
-  EtcdServer() : client_port_(FreePort()), peer_port_(FreePort()) {
+  explicit EtcdCluster(int members) {
     std::string pattern = (std::filesystem::temp_directory_path() / "ddprun_etcd_XXXXXX").string();
     dir_ = ::mkdtemp(pattern.data());
-    const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
-    const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
-    const std::string log = dir_ + "/etcd.log";
-    std::vector<std::string> args{"/usr/bin/etcd",  "--data-dir", dir_ + "/data",
+    std::string cluster;
+    for (int i = 0; i < members; ++i) {
+      client_ports_.push_back(FreePort());
+      peer_ports_.push_back(FreePort());
+      cluster += (i ? "," : "") + Name(i) + "=" + Url(peer_ports_[i]);
+    }
+    for (int i = 0; i < members; ++i) pids_.push_back(Spawn(i, cluster));
+    for (int i = 0; i < members; ++i) AwaitReady(i);
+  }
+  ~EtcdCluster() {
+    for (std::size_t i = 0; i < pids_.size(); ++i) Kill(static_cast<int>(i));
+    std::filesystem::remove_all(dir_);
+  }
+  EtcdCluster(const EtcdCluster&) = delete;
+  EtcdCluster& operator=(const EtcdCluster&) = delete;
+
+  HostPort Endpoint(int member = 0) const { return {"127.0.0.1", client_ports_.at(member)}; }
+  std::vector<HostPort> Endpoints() const {
+    std::vector<HostPort> all;
+    for (std::size_t i = 0; i < client_ports_.size(); ++i) all.push_back(Endpoint(static_cast<int>(i)));
+    return all;
+  }
+  void Kill(int member) {
+    pid_t& pid = pids_.at(member);
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+
+ private:
+  static std::string Name(int member) { return "m" + std::to_string(member); }
+  static std::string Url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
+
+  pid_t Spawn(int member, const std::string& cluster) {
+    const std::string client = Url(client_ports_[member]);
+    const std::string peer = Url(peer_ports_[member]);
+    const std::string log = dir_ + "/" + Name(member) + ".log";
+    std::vector<std::string> args{"/usr/bin/etcd", "--name", Name(member),
+                                  "--data-dir", dir_ + "/" + Name(member),
                                   "--listen-client-urls", client, "--advertise-client-urls", client,
                                   "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                  "--initial-cluster", "default=" + peer};
+                                  "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                                  "--heartbeat-interval", "100", "--election-timeout", "1000"};
     std::vector<char*> argv;
     for (auto& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
@@ -52,21 +89,15 @@ class EtcdServer {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT, 0600);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int error = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    pid_t pid = -1;
+    const int error = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     REQUIRE(error == 0);  // /usr/bin/etcd: scripts/install-deps.sh installs etcd-server
-    AwaitReady();
+    return pid;
   }
-  ~EtcdServer() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    std::filesystem::remove_all(dir_);
-  }
-  HostPort Endpoint() const { return {"127.0.0.1", client_port_}; }
 
- private:
-  void AwaitReady() {
-    EtcdClient client({{Endpoint()}, 1s});
+  void AwaitReady(int member) {
+    EtcdClient client({{Endpoint(member)}, 1s});
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     for (;;) {
       try {
@@ -80,10 +111,16 @@ class EtcdServer {
     }
   }
 
-  int client_port_;
-  int peer_port_;
   std::string dir_;
-  pid_t pid_ = -1;
+  std::vector<int> client_ports_;
+  std::vector<int> peer_ports_;
+  std::vector<pid_t> pids_;
+};
+
+// One member.
+class EtcdServer : public EtcdCluster {
+ public:
+  EtcdServer() : EtcdCluster(1) {}
 };
 
 }  // namespace ddprun::rendezvous::etcd::testing

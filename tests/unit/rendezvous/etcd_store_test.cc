@@ -18,6 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using testing::EtcdCluster;
 using testing::EtcdServer;
 
 EtcdStoreOptions Options(const EtcdServer& server, const std::string& prefix = "/job-a/") {
@@ -144,6 +145,24 @@ TEST_CASE("etcd store: the dynamic rendezvous forms a round over etcd", "[etcd][
   }
   std::sort(ranks.begin(), ranks.end());
   CHECK(ranks == std::vector<int>{0, 1, 2});
+}
+
+}  // namespace ddprun::rendezvous::etcd
+
+namespace ddprun::rendezvous::etcd {
+
+// Losing the member a wait watches on is not the store's loss: the wait goes on through another.
+TEST_CASE("etcd store: a wait survives the loss of its member", "[etcd][store]") {
+  EtcdCluster cluster(3);
+  EtcdStore waiter({{cluster.Endpoints(), 2s}, "/job/"});
+  EtcdStore writer({{{cluster.Endpoint(1), cluster.Endpoint(2)}, 2s}, "/job/"});
+  auto waiting = std::async(std::launch::async, [&waiter] { waiter.Wait({"k"}, 30s); });
+  REQUIRE(waiting.wait_for(300ms) == std::future_status::timeout);  // watching on member 0
+  cluster.Kill(0);
+  writer.SetString("k", "after the loss");
+  REQUIRE(waiting.wait_for(10s) == std::future_status::ready);
+  waiting.get();  // no StoreConnectionError
+  CHECK(waiter.GetString("k") == "after the loss");
 }
 
 }  // namespace ddprun::rendezvous::etcd
