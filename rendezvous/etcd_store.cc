@@ -12,14 +12,6 @@ constexpr int kMaxConflicts = 10'000;
 
 std::string Text(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
-std::string WaitTimeoutMessage(const std::vector<std::string>& keys,
-                               std::chrono::milliseconds timeout) {
-  std::string shown;
-  for (std::size_t i = 0; i < keys.size() && i < 4; ++i) shown += (i ? ", " : "") + keys[i];
-  if (keys.size() > 4) shown += ", ...";
-  return "wait timeout after " + std::to_string(timeout.count()) + "ms, keys: " + shown;
-}
-
 }  // namespace
 
 EtcdStore::EtcdStore(EtcdStoreOptions options)
@@ -50,7 +42,7 @@ Bytes EtcdStore::Get(const std::string& key) {
   for (;;) {
     std::int64_t revision = 0;
     if (auto kv = Read(key, revision)) return ToBytes(kv->value);
-    AwaitKey(key, deadline, WaitTimeoutMessage({key}, timeout_));
+    AwaitKey(key, revision, deadline, WaitTimeoutMessage({key}, timeout_));
   }
 }
 
@@ -104,16 +96,14 @@ void EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::millisec
   const std::string message = WaitTimeoutMessage(keys, timeout);
   for (const std::string& key : keys) {
     std::int64_t revision = 0;
-    while (!Read(key, revision)) AwaitKey(key, deadline, message);
+    while (!Read(key, revision)) AwaitKey(key, revision, deadline, message);
   }
 }
 
 // Watches from the revision after the last read, so no put in between is missed; returns at the
 // first put of the key, a cancelled watch, or a lost member (the caller reads again).
-void EtcdStore::AwaitKey(const std::string& key, Clock::time_point deadline,
+void EtcdStore::AwaitKey(const std::string& key, std::int64_t revision, Clock::time_point deadline,
                          const std::string& timeout_message) {
-  std::int64_t revision = 0;
-  if (Read(key, revision)) return;
   EtcdWatch watch(options_.client, WatchCreateBody(Full(key), {}, revision + 1));
   {
     std::lock_guard lock(watches_mutex_);

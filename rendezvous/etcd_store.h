@@ -40,8 +40,9 @@ class EtcdStore : public Store {
   std::string Full(const std::string& key) const { return options_.prefix + key; }
   // The key's current entry (none: absent) and the store's revision when it was read.
   std::optional<KeyValue> Read(const std::string& key, std::int64_t& revision);
-  // Blocks until `key` exists (checked at `revision`, then watched from the next one).
-  void AwaitKey(const std::string& key, std::chrono::steady_clock::time_point deadline,
+  // Blocks until `key`, found absent at `revision`, is put (watched from the next revision).
+  void AwaitKey(const std::string& key, std::int64_t revision,
+                std::chrono::steady_clock::time_point deadline,
                 const std::string& timeout_message);
   nlohmann::json Call(const std::string& path, const nlohmann::json& body);
   void ThrowIfInterrupted() const;

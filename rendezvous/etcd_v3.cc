@@ -3,7 +3,7 @@
 #include <boost/beast/core/detail/base64.hpp>
 
 #include <charconv>
-#include <limits>
+#include <type_traits>
 
 namespace ddprun::rendezvous::etcd {
 namespace {
@@ -27,33 +27,30 @@ void ThrowIfError(const json& reply) {
   throw EtcdError(code != body.end() && code->is_number_integer() ? code->get<int>() : -1, message);
 }
 
-// proto3 JSON: int64 as a string (etcd), tolerated as a number; absent means 0.
-std::int64_t Int64(const json& object, const char* name) {
+// proto3 JSON: (u)int64 as a string (etcd), tolerated as a JSON integer of the type's sign;
+// absent means 0.
+template <typename Integer>
+Integer IntegerField(const json& object, const char* name, const char* type) {
   const auto it = object.find(name);
   if (it == object.end() || it->is_null()) return 0;
-  if (it->is_number_integer()) return it->get<std::int64_t>();
+  const bool number = std::is_signed_v<Integer> ? it->is_number_integer() : it->is_number_unsigned();
+  if (number) return it->get<Integer>();
   if (!it->is_string()) Unexpected(std::string(name) + " is neither a number nor a string");
   const std::string& text = it->get_ref<const std::string&>();
-  std::int64_t value = 0;
+  Integer value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size()) {
-    Unexpected(std::string(name) + " '" + text.substr(0, 32) + "' is not an int64");
+    Unexpected(std::string(name) + " '" + text.substr(0, 32) + "' is not " + type);
   }
   return value;
 }
 
+std::int64_t Int64(const json& object, const char* name) {
+  return IntegerField<std::int64_t>(object, name, "an int64");
+}
+
 std::uint64_t Uint64(const json& object, const char* name) {
-  const auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return 0;
-  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
-  if (!it->is_string()) Unexpected(std::string(name) + " is neither a number nor a string");
-  const std::string& text = it->get_ref<const std::string&>();
-  std::uint64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) {
-    Unexpected(std::string(name) + " is not a uint64");
-  }
-  return value;
+  return IntegerField<std::uint64_t>(object, name, "a uint64");
 }
 
 std::string Bytes64(const json& object, const char* name) {

@@ -2,6 +2,14 @@
 
 namespace ddprun::rendezvous {
 
+std::string WaitTimeoutMessage(const std::vector<std::string>& keys,
+                               std::chrono::milliseconds timeout) {
+  std::string shown;
+  for (std::size_t i = 0; i < keys.size() && i < 4; ++i) shown += (i ? ", " : "") + keys[i];
+  if (keys.size() > 4) shown += ", ...";
+  return "wait timeout after " + std::to_string(timeout.count()) + "ms, keys: " + shown;
+}
+
 std::vector<Bytes> Store::MultiGet(const std::vector<std::string>& keys) {
   std::vector<Bytes> values;
   values.reserve(keys.size());

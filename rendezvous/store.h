@@ -31,6 +31,11 @@ class StoreAuthError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// "wait timeout after 300000ms, keys: a, b, c, d, ..." (the first four keys), the message of a
+// remote store's StoreTimeout from Wait.
+std::string WaitTimeoutMessage(const std::vector<std::string>& keys,
+                               std::chrono::milliseconds timeout);
+
 class Store {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout{300'000};

@@ -58,14 +58,6 @@ bool PollUntil(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-std::string WaitTimeoutMessage(const std::vector<std::string>& keys,
-                               std::chrono::milliseconds timeout) {
-  std::string shown;
-  for (std::size_t i = 0; i < keys.size() && i < 4; ++i) shown += (i ? ", " : "") + keys[i];
-  if (keys.size() > 4) shown += ", ...";
-  return "wait timeout after " + std::to_string(timeout.count()) + "ms, keys: " + shown;
-}
-
 std::string Endpoint(const ClientOptions& options) {
   return HostPort{options.host, options.port}.ToString();
 }

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/asio.h"
+#include "launcher/free_port.h"
 #include "rendezvous/etcd_client.h"
 
 extern char** environ;
@@ -25,11 +25,7 @@ namespace ddprun::rendezvous::etcd::testing {
 
 using namespace std::chrono_literals;
 
-inline int FreePort() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
-  return acceptor.local_endpoint().port();
-}
+inline int FreePort() { return launcher::PickFreePort("127.0.0.1"); }
 
 // An etcd cluster of `members` members on 127.0.0.1, their data in one temporary directory;
 // every member SIGKILLed and the data removed at the end of the test. Kill(i) SIGKILLs one.
