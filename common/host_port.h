@@ -10,6 +10,7 @@ struct HostPort {
   std::string host;
   std::optional<int> port;
   std::string ToString() const;  // brackets IPv6 hosts again
+  bool operator==(const HostPort&) const = default;
 };
 
 // Parses "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 address. Throws UsageError

@@ -60,6 +60,11 @@ struct RendezvousSettings {
   // authenticate every rendezvous connection and workers serve their own store.
   std::shared_ptr<const rendezvous::AuthKey> auth;
   std::string auth_source;  // where the token came from ("file /etc/job.token")
+  // The etcd backend: protocol=https (TLS) with cacert/cert/key (torchrun's etcd keys; etcd-v2's
+  // ca_cert/ssl_cert/ssl_cert_key too), and etcd_prefix, under which the job's keys live.
+  bool etcd_tls = false;
+  std::string etcd_cacert, etcd_cert, etcd_key;  // file paths; empty: not given
+  std::string etcd_prefix = "/ddprun/";
 
   // How long a peer may stay silent before it counts as lost.
   std::chrono::milliseconds HeartbeatTimeout() const {
@@ -130,10 +135,13 @@ struct LaunchConfig {
     const auto it = given_as.find(dest);
     return it != given_as.end() ? it->second : "--" + dest;
   }
-  // c10d across nodes or with MIN:MAX: the dynamic rendezvous (--standalone is one node).
+  // etcd (etcd-v2 is the same v3 backend) is always the dynamic rendezvous, as in torchrun.
+  bool Etcd() const { return !standalone && (rdzv_backend == "etcd" || rdzv_backend == "etcd-v2"); }
+  // c10d across nodes or with MIN:MAX, or etcd: the dynamic rendezvous (--standalone is one
+  // node).
   bool Elastic() const {
-    return rdzv_backend == "c10d" && !standalone &&
-           (max_nodes > 1 || min_nodes != max_nodes);
+    return Etcd() ||
+           (rdzv_backend == "c10d" && !standalone && (max_nodes > 1 || min_nodes != max_nodes));
   }
   // "<name>=<value>" of an option as given ("PET_NNODES=1:3").
   std::string Given(const std::string& dest, const std::string& value) const {

@@ -23,9 +23,11 @@ constexpr std::array<OptionSpec, 38> kOptions{{
      "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)",
      "auto cpu gpu"},
     {"rdzv_backend", 0, "NAME", true, kRdzv,
-     "static or c10d (default static; etcd and etcd-v2 are not implemented yet)", "static c10d"},
+     "static, c10d or etcd (default static; etcd-v2 is etcd: the v3 API)",
+     "static c10d etcd etcd-v2"},
     {"rdzv_endpoint", 0, "HOST[:PORT]", true, kRdzv,
-     "rendezvous endpoint, IPv6 as [addr]:port (static default: master_addr:master_port)"},
+     "rendezvous endpoint, IPv6 as [addr]:port (static default: master_addr:master_port); "
+     "a list for c10d (failover) and etcd (every member)"},
     {"rdzv_id", 0, "ID", true, kRdzv, "user-defined job id (default none)"},
     {"rdzv_conf", 0, "K=V,...", true, kRdzv, "extra rendezvous settings, e.g. join_timeout=600"},
     {"standalone", 0, nullptr, true, kRdzv,

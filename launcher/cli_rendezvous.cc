@@ -5,7 +5,12 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <initializer_list>
+
+#include <unistd.h>
 
 #include "common/errors.h"
 #include "common/host_port.h"
@@ -17,10 +22,6 @@ namespace {
 
 using elastic::LaunchConfig;
 using std::chrono::milliseconds;
-
-constexpr const char* kEtcdTracking =
-    "the etcd rendezvous is not implemented in this build yet; use --rdzv_backend=c10d (one "
-    "node) or static (--master_addr/--master_port/--node_rank)";
 
 // "--rdzv_conf join_timeout" (validators append "=<value>: <why>").
 std::string ConfName(const LaunchConfig& config, const std::string& key) {
@@ -77,11 +78,8 @@ std::string NodesText(const LaunchConfig& config) {
 void CheckBackend(const LaunchConfig& config) {
   const std::string& backend = config.rdzv_backend;
   const std::string given = config.Given("rdzv_backend", backend);
-  if (backend == "etcd" || backend == "etcd-v2") throw UsageError(given + ": " + kEtcdTracking);
-  if (backend != "static" && backend != "c10d") {
-    throw UsageError(given +
-                     ": not a rendezvous backend; use static or c10d (etcd and "
-                     "etcd-v2 are not implemented in this build yet)");
+  if (backend != "static" && backend != "c10d" && backend != "etcd" && backend != "etcd-v2") {
+    throw UsageError(given + ": not a rendezvous backend; use static, c10d or etcd");
   }
 }
 
@@ -91,11 +89,61 @@ void CheckNodes(const LaunchConfig& config) {
                      ": must be below the number of nodes (" +
                      config.Given("nnodes", NodesText(config)) + ")");
   }
+  if (config.Etcd() && config.rdzv_endpoint.empty()) {
+    throw UsageError(config.Given("rdzv_backend", config.rdzv_backend) +
+                     ": the etcd rendezvous needs --rdzv_endpoint=HOST[:PORT][,HOST[:PORT]...] "
+                     "(every member of the etcd cluster; default port 2379)");
+  }
   if (config.Elastic() && config.rdzv_endpoint.empty()) {
     throw UsageError(config.Given("nnodes", NodesText(config)) + " with " +
                      config.Given("rdzv_backend", config.rdzv_backend) +
                      ": the c10d rendezvous needs --rdzv_endpoint=HOST[:PORT] (the node that "
                      "serves the rendezvous store; default port 29400)");
+  }
+}
+
+// A file named by an rdzv_conf key (key=PATH), readable now.
+std::string ReadableFile(const LaunchConfig& config, const std::string& key,
+                         const std::string& path) {
+  if (::access(path.c_str(), R_OK) != 0) {
+    throw UsageError(ConfName(config, key) + "=" + path + ": " + std::strerror(errno) +
+                     " (give a readable PEM file)");
+  }
+  return path;
+}
+
+// The first of `keys` given (torchrun's etcd and etcd-v2 spell the TLS keys differently).
+std::string TlsFile(const LaunchConfig& config, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    if (const auto path = ConfValue(config, key)) return ReadableFile(config, key, *path);
+  }
+  return "";
+}
+
+void ReadEtcdSettings(const LaunchConfig& config, elastic::RendezvousSettings& settings) {
+  const std::string protocol = ConfValue(config, "protocol").value_or("http");
+  if (protocol != "http" && protocol != "https") {
+    throw UsageError(ConfName(config, "protocol") + "=" + protocol + ": must be http or https");
+  }
+  settings.etcd_tls = protocol == "https";
+  settings.etcd_cacert = TlsFile(config, {"cacert", "ca_cert"});
+  settings.etcd_cert = TlsFile(config, {"cert", "ssl_cert"});
+  settings.etcd_key = TlsFile(config, {"key", "ssl_cert_key"});
+  if (settings.etcd_cert.empty() != settings.etcd_key.empty()) {
+    throw UsageError(config.GivenAs("rdzv_conf") +
+                     ": cert and key go together (this node's client certificate and its key)");
+  }
+  const bool any_tls_file = !settings.etcd_cacert.empty() || !settings.etcd_cert.empty();
+  if (any_tls_file && !settings.etcd_tls) {
+    throw UsageError(config.GivenAs("rdzv_conf") +
+                     ": cacert/cert/key are for TLS; add protocol=https");
+  }
+  if (const auto prefix = ConfValue(config, "etcd_prefix")) {
+    if (prefix->empty() || prefix->front() != '/') {
+      throw UsageError(ConfName(config, "etcd_prefix") + "=" + *prefix +
+                       ": must start with / (e.g. /ddprun/team-a/)");
+    }
+    settings.etcd_prefix = prefix->back() == '/' ? *prefix : *prefix + "/";
   }
 }
 
@@ -122,6 +170,7 @@ elastic::RendezvousSettings ReadRendezvousSettings(const LaunchConfig& config) {
     }
     settings.store_bind = *bind;
   }
+  if (config.Etcd()) ReadEtcdSettings(config, settings);
   return settings;
 }
 

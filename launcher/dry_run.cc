@@ -67,6 +67,19 @@ void PlanSingleNode(const LaunchConfig& config, PlannedRound& round) {
   if (config.rdzv_settings.auth) round.notes.push_back(kOneNodeToken);
 }
 
+void PlanEtcd(const LaunchConfig& config, PlannedRound& round) {
+  const rendezvous::etcd::EtcdStoreOptions etcd = EtcdOptions(config);
+  std::string members;
+  for (const HostPort& member : etcd.client.endpoints) {
+    members += (members.empty() ? "" : ", ") + member.ToString();
+  }
+  const auto& settings = config.rdzv_settings;
+  round.notes.push_back("the rendezvous store is etcd (v3 API, " +
+                        std::string(settings.etcd_tls ? "https" : "http") + ") at " + members +
+                        ", keys under " + etcd.prefix + "; it never moves");
+  round.notes.push_back("the round's group rank 0 agent serves the workers' store");
+}
+
 // Static: node_rank of max_nodes, master_addr:master_port, node 0's agent store. Dynamic
 // backends decide the group rank and the master at rendezvous; node_rank stands in.
 void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
@@ -95,11 +108,13 @@ void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
     return;
   }
   round.master_addr_shown = round.master_port_shown = kAtRendezvous;
-  round.info.use_agent_store = config.rdzv_backend != "etcd" && !authenticated;
+  round.info.use_agent_store = !authenticated;
   round.notes.push_back("rdzv_backend " + config.rdzv_backend +
                         ": the rendezvous decides GROUP_RANK (shown as " +
                         std::to_string(round.info.group_rank) + "), MASTER_ADDR and MASTER_PORT");
-  if (config.Elastic()) {
+  if (config.Etcd()) {
+    PlanEtcd(config, round);
+  } else if (config.Elastic()) {
     const std::vector<HostPort> endpoints = RendezvousEndpoints(config);
     const std::string first = endpoints.front().ToString();
     round.notes.push_back(ServesRendezvousStore(config)
@@ -117,7 +132,7 @@ void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
 
 PlannedRound PlanRound(const LaunchConfig& config, const elastic::WorkerSpec& spec) {
   PlannedRound round;
-  if (config.max_nodes > 1) {
+  if (config.max_nodes > 1 || config.Etcd()) {
     PlanMultiNode(config, round);
   } else {
     PlanSingleNode(config, round);

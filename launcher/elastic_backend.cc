@@ -13,6 +13,7 @@
 #include "common/hostname.h"
 #include "common/logging.h"
 #include "launcher/elastic_monitor.h"
+#include "launcher/etcd_store_site.h"
 #include "launcher/free_port.h"
 #include "launcher/tcp_store_site.h"
 
@@ -21,6 +22,7 @@ namespace {
 
 using std::chrono::milliseconds;
 constexpr int kDefaultC10dPort = 29400;
+constexpr int kDefaultEtcdPort = 2379;
 
 std::string Numeric(const sockaddr* address) {
   char text[INET6_ADDRSTRLEN] = {};
@@ -115,11 +117,25 @@ rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConf
 std::vector<HostPort> RendezvousEndpoints(const elastic::LaunchConfig& config) {
   std::vector<HostPort> endpoints =
       ParseHostPortList(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
-  for (HostPort& endpoint : endpoints) endpoint.port = endpoint.port.value_or(kDefaultC10dPort);
+  const int port = config.Etcd() ? kDefaultEtcdPort : kDefaultC10dPort;
+  for (HostPort& endpoint : endpoints) endpoint.port = endpoint.port.value_or(port);
   return endpoints;
 }
 
+rendezvous::etcd::EtcdStoreOptions EtcdOptions(const elastic::LaunchConfig& config) {
+  const auto& settings = config.rdzv_settings;
+  rendezvous::etcd::EtcdStoreOptions options;
+  options.client.endpoints = RendezvousEndpoints(config);
+  // Short enough that a member that went silent costs a heartbeat less than its timeout before
+  // the client fails over to the next; never above read_timeout.
+  options.client.timeout = std::min(settings.read_timeout,
+                                    std::max(milliseconds{1'000}, settings.HeartbeatTimeout() / 2));
+  options.prefix = settings.etcd_prefix;
+  return options;
+}
+
 bool ServesRendezvousStore(const elastic::LaunchConfig& config) {
+  if (config.Etcd()) return false;
   const HostPort endpoint = RendezvousEndpoints(config).front();
   const std::vector<std::string> names{Hostname(), Fqdn(), config.local_addr.value_or("")};
   return config.rdzv_settings.is_host.value_or(
@@ -139,41 +155,68 @@ bool NamesThisMachine(const std::string& host, const std::vector<std::string>& n
   return false;
 }
 
+namespace {
+
+std::unique_ptr<rendezvous::StoreSite> MakeStoreSite(const elastic::LaunchConfig& config) {
+  if (config.Etcd()) return std::make_unique<EtcdStoreSite>(EtcdOptions(config));
+  const auto& settings = config.rdzv_settings;
+  return std::make_unique<TcpStoreSite>(TcpStoreSiteOptions{
+      settings.read_timeout, ServedStoreOptions(config, 0),
+      std::max(milliseconds{10'000}, settings.HeartbeatTimeout()), settings.HeartbeatTimeout()});
+}
+
+// How the round's watch connects to wherever the round's store is: etcd through the site; a
+// c10d store (it moves when lost) with replies later than the heartbeat timeout meaning lost.
+rendezvous::StoreConnector RoundStoreConnector(const elastic::LaunchConfig& config,
+                                               rendezvous::StoreSite& site,
+                                               const rendezvous::ElasticRendezvousHandler& handler) {
+  if (config.Etcd()) {
+    return [&site, &handler](milliseconds timeout) {
+      return site.Connect(handler.StoreAddress(), timeout);
+    };
+  }
+  return [&handler, reply_timeout = config.rdzv_settings.HeartbeatTimeout(),
+          auth = config.rdzv_settings.auth](milliseconds timeout) {
+    const HostPort at = handler.StoreAddress();
+    return TcpStoreConnector(at.host, at.port.value_or(kDefaultC10dPort), reply_timeout,
+                             auth)(timeout);
+  };
+}
+
+rendezvous::ElasticHandlerOptions HandlerOptions(const elastic::LaunchConfig& config,
+                                                 const elastic::WorkerSpec& spec) {
+  rendezvous::ElasticHandlerOptions handler;
+  handler.rendezvous = RendezvousOptions(config, spec);
+  handler.advertised_addr = handler.rendezvous.node.addr;
+  handler.read_timeout = config.rdzv_settings.read_timeout;
+  handler.endpoints = RendezvousEndpoints(config);
+  handler.serve_first = ServesRendezvousStore(config);
+  handler.replicated_store = config.Etcd();
+  handler.failover.run_id = config.rdzv_id;
+  handler.failover.port = handler.endpoints.front().port.value_or(kDefaultC10dPort);
+  handler.failover.window = config.rdzv_settings.HeartbeatTimeout();
+  return handler;
+}
+
+}  // namespace
+
 std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
                                                   const elastic::LaunchConfig& config,
                                                   const elastic::WorkerSpec& spec) {
   const auto& settings = config.rdzv_settings;
   auto backend = std::make_unique<LaunchBackend>();
-  backend->store_site = std::make_unique<TcpStoreSite>(TcpStoreSiteOptions{
-      settings.read_timeout, ServedStoreOptions(config, 0),
-      std::max(milliseconds{10'000}, settings.HeartbeatTimeout()), settings.HeartbeatTimeout()});
   const std::string bind = settings.store_bind.value_or("");
   if (settings.auth) {
     backend->worker_store = std::make_unique<OwnWorkerStore>(bind);
   } else {
     backend->worker_store = std::make_unique<ThreadWorkerStoreHost>(bind);
   }
-  rendezvous::ElasticHandlerOptions handler;
-  handler.rendezvous = RendezvousOptions(config, spec);
-  handler.advertised_addr = handler.rendezvous.node.addr;
-  handler.read_timeout = settings.read_timeout;
-  handler.endpoints = RendezvousEndpoints(config);
-  handler.serve_first = ServesRendezvousStore(config);
-  handler.failover.run_id = config.rdzv_id;
-  handler.failover.port = handler.endpoints.front().port.value_or(kDefaultC10dPort);
-  handler.failover.window = settings.HeartbeatTimeout();
+  const rendezvous::ElasticHandlerOptions handler = HandlerOptions(config, spec);
+  backend->store_site = MakeStoreSite(config);
   auto rendezvous = std::make_unique<rendezvous::ElasticRendezvousHandler>(
       handler, *backend->store_site, *backend->worker_store);
-  // The round's watch connects to wherever the round's store is (it moves when lost); a reply
-  // later than the heartbeat timeout means the store is lost.
-  const rendezvous::ElasticRendezvousHandler* where = rendezvous.get();
-  const auto reply_timeout = settings.HeartbeatTimeout();
-  rendezvous::StoreConnector connect_round_store = [where, reply_timeout,
-                                                    auth = settings.auth](milliseconds timeout) {
-    const HostPort at = where->StoreAddress();
-    return TcpStoreConnector(at.host, at.port.value_or(kDefaultC10dPort), reply_timeout,
-                             auth)(timeout);
-  };
+  rendezvous::StoreConnector connect_round_store =
+      RoundStoreConnector(config, *backend->store_site, *rendezvous);
   backend->rendezvous = std::move(rendezvous);
   backend->monitor = std::make_unique<ElasticMonitor>(
       io, ElasticMonitorOptions{handler.rendezvous, std::move(connect_round_store),

@@ -1,17 +1,19 @@
-// The elastic backend (--rdzv_backend=c10d with --nnodes=N>1 or MIN:MAX): the agent joins rounds
+// The elastic backend (--rdzv_backend=c10d with --nnodes=N>1 or MIN:MAX, or etcd): the agent joins rounds
 // of the dynamic rendezvous at --rdzv_endpoint (default port 29400), serves its round's worker
 // store when it has group rank 0, watches the round (ElasticMonitor), and re-rendezvouses when
 // a node fails, is lost or arrives. The node whose address matches the (first) endpoint's host
 // (or with rdzv_conf is_host=true) serves the rendezvous store on its own thread; one that
 // finds the port already served joins as a client, as torchrun 2.x does (several agents on one
 // host, or a separate `ddprun-store serve`). When the store is lost, it moves to a member of
-// the last round (TcpStoreSite serves it there).
+// the last round (TcpStoreSite serves it there). With etcd the rendezvous store is the etcd
+// cluster (EtcdStoreSite): never served here, never moved.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "common/host_port.h"
 #include "launcher/launch_backend.h"
+#include "rendezvous/etcd_store.h"
 
 namespace ddprun::launcher {
 
@@ -21,8 +23,12 @@ bool NamesThisMachine(const std::string& host, const std::vector<std::string>& n
                       const std::vector<std::string>& local_addresses);
 
 // --rdzv_endpoint as a list (a ddprun extension; one endpoint keeps torchrun's meaning), each
-// with its port (default 29400): the first one serves the store at first (docs/elastic.md).
+// with its port (default 29400; etcd 2379): c10d's first one serves the store at first
+// (docs/elastic.md); etcd's are every member of the cluster.
 std::vector<HostPort> RendezvousEndpoints(const elastic::LaunchConfig& config);
+
+// The EtcdStore options of an etcd launch: every member, the per-request timeout, the prefix.
+rendezvous::etcd::EtcdStoreOptions EtcdOptions(const elastic::LaunchConfig& config);
 
 // Whether this node serves the rendezvous store of `config` (is_host, else the endpoint's host
 // names this machine): what the launch will try, and what --dry_run shows.

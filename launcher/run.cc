@@ -60,6 +60,10 @@ int Launch(const LaunchConfig& config) {
     spdlog::info("Rendezvous info: --rdzv-backend={} --rdzv-endpoint={} --rdzv-id={}",
                  config.rdzv_backend, config.rdzv_endpoint, config.rdzv_id);
   }
+  if (config.Etcd() && config.rdzv_backend == "etcd-v2") {
+    spdlog::info("--rdzv_backend=etcd-v2: ddprun speaks etcd's v3 API (its v2 API is off by "
+                 "default since etcd 3.4); the rendezvous is the same as etcd's");
+  }
   const elastic::Environment env = LauncherEnvironment(config);
   if (config.dry_run) return RunDryRun(std::cout, config, env);  // before any dir or port
   const auto events = OpenEventLog(config);

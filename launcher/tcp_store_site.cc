@@ -41,8 +41,7 @@ Reach ProbeAddress(const addrinfo& address, std::chrono::milliseconds timeout) {
 
 }  // namespace
 
-// Answered by any address of the host wins; refused only when every address refused.
-Reach TcpStoreSite::Probe(const HostPort& at, std::chrono::milliseconds timeout) {
+Reach ProbeTcp(const HostPort& at, std::chrono::milliseconds timeout) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
@@ -59,6 +58,10 @@ Reach TcpStoreSite::Probe(const HostPort& at, std::chrono::milliseconds timeout)
   }
   ::freeaddrinfo(found);
   return all_refused ? Reach::kRefused : Reach::kSilent;
+}
+
+Reach TcpStoreSite::Probe(const HostPort& at, std::chrono::milliseconds timeout) {
+  return ProbeTcp(at, timeout);
 }
 
 std::shared_ptr<rendezvous::Store> TcpStoreSite::Connect(const HostPort& at,
@@ -81,19 +84,6 @@ std::optional<HostPort> TcpStoreSite::Serve(int port) {
   const std::string& host = options_.serve.host;
   const bool every_interface = host.empty() || host == "::" || host == "0.0.0.0";
   return HostPort{every_interface ? "127.0.0.1" : host, served_->Port()};
-}
-
-bool TcpStoreSite::Pause(std::chrono::milliseconds duration) {
-  std::unique_lock lock(mutex_);
-  return !cancelled_cv_.wait_for(lock, duration, [this] { return cancelled_; });
-}
-
-void TcpStoreSite::Cancel() {
-  {
-    std::lock_guard lock(mutex_);
-    cancelled_ = true;
-  }
-  cancelled_cv_.notify_all();
 }
 
 }  // namespace ddprun::launcher

@@ -1,17 +1,21 @@
 // The real StoreSite: probes and connects over TCP, serves a store on a thread of this process
-// (StoreServerThread, which lingers for its clients when destroyed), waits on a condition
-// variable that Cancel() wakes. Owned by the LaunchBackend and destroyed after the handler and
+// (StoreServerThread, which lingers for its clients when destroyed), pauses until Cancel()
+// (CancellablePause). Owned by the LaunchBackend and destroyed after the handler and
 // the monitor, so a store this node took over outlives every connection of its own.
 #pragma once
 #include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 
+#include "launcher/cancellable_pause.h"
 #include "launcher/store_server_thread.h"
 #include "rendezvous/store_failover.h"
 
 namespace ddprun::launcher {
+
+// One TCP connection attempt to each address of `at` within `timeout`: answered by any address
+// wins; refused only when every address refused.
+rendezvous::Reach ProbeTcp(const HostPort& at, std::chrono::milliseconds timeout);
 
 struct TcpStoreSiteOptions {
   std::chrono::milliseconds reply_timeout{60'000};  // every reply of a connected store
@@ -28,15 +32,14 @@ class TcpStoreSite : public rendezvous::StoreSite {
   std::shared_ptr<rendezvous::Store> Connect(const HostPort& at,
                                              std::chrono::milliseconds timeout) override;
   std::optional<HostPort> Serve(int port) override;
-  bool Pause(std::chrono::milliseconds duration) override;
-  void Cancel() override;
+  bool Pause(std::chrono::milliseconds duration) override { return pause_.Pause(duration); }
+  void Cancel() override { pause_.Cancel(); }
   std::chrono::steady_clock::time_point Now() override { return std::chrono::steady_clock::now(); }
 
  private:
   TcpStoreSiteOptions options_;
   std::mutex mutex_;
-  std::condition_variable cancelled_cv_;
-  bool cancelled_ = false;
+  CancellablePause pause_;
   std::unique_ptr<StoreServerThread> served_;
 };
 

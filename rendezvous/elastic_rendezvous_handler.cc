@@ -14,6 +14,8 @@ using Json = nlohmann::json;
 constexpr milliseconds kOwnConnectTimeout{10'000};  // a barrier's own connection
 constexpr int kMaxMovesPerJoin = kSuccessorCandidates + 1;
 
+double Seconds(milliseconds duration) { return static_cast<double>(duration.count()) / 1000.0; }
+
 }  // namespace
 
 ElasticRendezvousHandler::ElasticRendezvousHandler(ElasticHandlerOptions options,
@@ -33,9 +35,15 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
         std::lock_guard lock(mutex_);
         current_ = formed;
       }
+      if (outage_since_) spdlog::info("the rendezvous store answers again");
+      outage_since_.reset();
       return Publish(formed);
     } catch (const StoreConnectionError& error) {
       if (shutdown_) ThrowClosed();
+      if (options_.replicated_store) {
+        AwaitReplicatedStore(error);
+        continue;
+      }
       if (moves + 1 >= kMaxMovesPerJoin) {
         throw RendezvousConnectionError(std::string("lost the rendezvous store: ") + error.what());
       }
@@ -52,6 +60,13 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
 
 void ElasticRendezvousHandler::PrepareStore() {
   if (shutdown_) ThrowClosed();
+  if (options_.replicated_store) {
+    if (!store_) {
+      UseStore({options_.endpoints.front(),
+                site_.Connect(options_.endpoints.front(), options_.rendezvous.join_timeout)});
+    }
+    return;
+  }
   if (!store_) {
     UseStore(failover_.Locate(options_.endpoints, options_.serve_first,
                               site_.Now() + options_.rendezvous.join_timeout));
@@ -74,6 +89,21 @@ void ElasticRendezvousHandler::PrepareStore() {
     return;
   }
   MoveStore(*current, "it refused or did not answer connections for the heartbeat timeout");
+}
+
+void ElasticRendezvousHandler::AwaitReplicatedStore(const StoreConnectionError& error) {
+  const auto now = site_.Now();
+  if (!outage_since_) {
+    outage_since_ = now;
+    spdlog::warn("the rendezvous store does not answer ({}); retrying until the join timeout ({:g} s)",
+                 error.what(), Seconds(options_.rendezvous.join_timeout));
+  }
+  if (now - *outage_since_ >= options_.rendezvous.join_timeout) {
+    throw RendezvousConnectionError(
+        fmt::format("the rendezvous store did not answer for the join timeout ({:g} s): {}",
+                    Seconds(options_.rendezvous.join_timeout), error.what()));
+  }
+  if (!site_.Pause(options_.outage_retry)) ThrowClosed();
 }
 
 void ElasticRendezvousHandler::MoveStore(const FormedRound& current, const std::string& why) {

@@ -1,11 +1,12 @@
-// The c10d (and, later, etcd) elastic handler: DynamicRendezvous rounds over one connection to
+// The c10d and etcd elastic handler: DynamicRendezvous rounds over one connection to
 // the rendezvous store, plus the round's worker store. The member of group rank 0 serves a
 // fresh c10d store for the round's workers (WorkerStoreHost; no key of an earlier round can
 // reach them, whatever ended it) and publishes its address in the round; the others read it.
 // Every agent conversation of the round (failure barrier, exit barrier) is under the round's
 // own prefix of the rendezvous store. Where the rendezvous store is, is decided per round
 // (StoreFailover): before each round a member checks that its store is still there and, when
-// it is lost, moves it to a successor among the last round's members (docs/elastic.md).
+// it is lost, moves it to a successor among the last round's members (docs/elastic.md); etcd
+// (replicated_store) never moves, its outages are waited out until the join timeout.
 // NextRendezvous and AnnounceRoundEnd block: they run on the agent's runner thread;
 // Shutdown() and StoreAddress() may be called from any thread; Shutdown cancels at once.
 #pragma once
@@ -44,6 +45,11 @@ struct ElasticHandlerOptions {
   std::vector<HostPort> endpoints;  // --rdzv_endpoint, a list (the first: the original store)
   bool serve_first = false;         // this machine is the first endpoint's: serve it
   FailoverOptions failover;
+  // The rendezvous store replicates itself (etcd): it is never served here nor moved; the
+  // site's Connect(endpoints.front()) reaches the whole cluster, and while no member answers a
+  // join waits it out (pausing `outage_retry` between tries) until the join timeout.
+  bool replicated_store = false;
+  std::chrono::milliseconds outage_retry{1'000};
 };
 
 class ElasticRendezvousHandler : public RendezvousHandler {
@@ -66,6 +72,9 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   std::optional<FormedRound> Current() const;
   // Before a join: find the store (a first join), check it is still there, or move it.
   void PrepareStore();
+  // A replicated store that did not answer a join: waits and retries until the join timeout
+  // since the outage began, then throws RendezvousConnectionError.
+  void AwaitReplicatedStore(const StoreConnectionError& error);
   void MoveStore(const FormedRound& current, const std::string& why);
   // Logs and records the loss of the store (and of its host, when a member); returns that
   // member's group rank, or -1.
@@ -86,6 +95,7 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   std::unique_ptr<DynamicRendezvous> rendezvous_;
   std::shared_ptr<Store> round_store_;  // the round's agent keys
   std::optional<FailoverBasis> basis_;  // the current round's successor candidates
+  std::optional<std::chrono::steady_clock::time_point> outage_since_;  // replicated store
   std::vector<std::pair<std::string, std::string>> events_;  // for the next round's info
   mutable std::mutex mutex_;  // current_, store_ and store_at_ for other threads
   std::optional<FormedRound> current_;
