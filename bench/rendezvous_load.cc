@@ -1,18 +1,25 @@
 // rendezvous_load: N simulated nodes join ONE round of ddprun's dynamic rendezvous
 // (DynamicRendezvous, min_nodes = max_nodes = N, so the round seals when the N-th node arrives)
-// through one store server at HOST:PORT, and one JSON line reports how long the round took.
-// Driven by bench/rendezvous_bench.py.
+// through one store server at HOST:PORT (or, with --etcd, through an etcd cluster), and one JSON
+// line reports how long the round took. Driven by bench/rendezvous_bench.py and
+// bench/etcd_bench.py.
 //
 // Every node is what a real agent is: its own TcpStoreClient (one TCP connection) and its own
-// DynamicRendezvous, on its own thread (small stacks, so 4096 of them are cheap). The clients
-// connect first, one after the other; then every thread waits at a start line, and the clock
+// DynamicRendezvous, on its own thread (small stacks, so 4096 of them are cheap). With --etcd
+// each node has its own EtcdStore instead (rendezvous/etcd_store.h: one kept-alive HTTP
+// connection to etcd's JSON gateway, plus one watch connection while it waits), every key under
+// --prefix (by default a fresh one per run, so runs on one cluster never meet). The clients
+// connect first, one after the other (an EtcdStore connects on its first call: each makes one
+// uncounted CHECK before the start line); then every thread waits at a start line, and the clock
 // runs from the start to the moment the last node's Join returned. The result is checked: group
 // ranks 0..N-1 each exactly once, the same round and group_world_size N everywhere, global
 // ranks the prefix sums of nproc in group-rank order, world size N * nproc.
 //
 // Every node's store traffic is counted (a counting Store between the rendezvous and its
 // client): "requests_per_node" is the number of requests a Join sent, a get counted as two
-// (WAIT then GET, as PyTorch's client and ours send it), a set as one (it has no reply).
+// (WAIT then GET, as PyTorch's client and ours send it), a set as one (it has no reply). On etcd
+// these are still store operations, not HTTP calls (an ADD there is a range and a transaction,
+// a wait a range and a watch): bench/etcd_bench.py counts etcd's own calls from its metrics.
 #include <CLI/CLI.hpp>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -31,7 +38,9 @@
 #include <string>
 #include <vector>
 
+#include "common/host_port.h"
 #include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/etcd_store.h"
 #include "rendezvous/tcp_store_client.h"
 
 namespace {
@@ -48,6 +57,9 @@ struct Flags {
   std::string run_id = "rendezvous-load";
   double timeout = 300;  // seconds: join timeout and every store reply
   int stack_kib = 256;
+  std::string etcd;     // "host:port[,host:port...]": each node an EtcdStore instead
+  std::string prefix;   // the EtcdStore's key prefix; empty: a fresh one per run
+  bool spread = false;  // node i starts at etcd member i % members (default: all at the first)
 };
 
 // Forwards to the node's client and counts what goes over the wire.
@@ -140,11 +152,12 @@ void* RunNode(void* argument) {
   return nullptr;
 }
 
-// Sockets for every node plus slack; the soft limit goes up to the hard one at most.
-void RaiseFileLimit(int nodes) {
+// Sockets for every node plus slack (on etcd two a node: its connection and a wait's watch);
+// the soft limit goes up to the hard one at most.
+void RaiseFileLimit(int sockets) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  const rlim_t wanted = static_cast<rlim_t>(nodes) + 256;
+  const rlim_t wanted = static_cast<rlim_t>(sockets) + 256;
   if (limit.rlim_cur >= wanted) return;
   limit.rlim_cur = std::min(wanted, limit.rlim_max);
   ::setrlimit(RLIMIT_NOFILE, &limit);
@@ -198,8 +211,45 @@ std::string JsonString(const std::string& text) {
   return out + "\"";
 }
 
+// Node `index`'s connection to the store: a TcpStoreClient, or an EtcdStore that has made its
+// first call (so that it is connected before the start line, as a TcpStoreClient is).
+std::shared_ptr<Store> Connect(const Flags& flags, const std::vector<ddprun::HostPort>& members,
+                               const std::string& prefix, int index,
+                               std::chrono::milliseconds timeout) {
+  if (members.empty()) {
+    ddprun::rendezvous::ClientOptions client;
+    client.host = flags.host;
+    client.port = flags.port;
+    client.timeout = timeout;
+    client.connect_timeout = std::chrono::milliseconds(60'000);
+    return std::make_shared<ddprun::rendezvous::TcpStoreClient>(client);
+  }
+  ddprun::rendezvous::etcd::EtcdStoreOptions options;
+  options.client.endpoints = members;
+  if (flags.spread) {
+    std::rotate(options.client.endpoints.begin(),
+                options.client.endpoints.begin() +
+                    static_cast<std::ptrdiff_t>(static_cast<std::size_t>(index) % members.size()),
+                options.client.endpoints.end());
+  }
+  options.client.timeout = timeout;
+  options.prefix = prefix;
+  auto store = std::make_shared<ddprun::rendezvous::etcd::EtcdStore>(std::move(options));
+  store->SetTimeout(timeout);
+  store->Check({"rendezvous_load/connect"});
+  return store;
+}
+
+std::string FreshPrefix() {
+  return "/ddprun-bench/rendezvous-load/" + std::to_string(::getpid()) + "-" +
+         std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "/";
+}
+
 int Run(const Flags& flags) {
-  RaiseFileLimit(flags.nodes);
+  std::vector<ddprun::HostPort> members;
+  if (!flags.etcd.empty()) members = ddprun::ParseHostPortList(flags.etcd, "--etcd");
+  const std::string prefix = flags.prefix.empty() ? FreshPrefix() : flags.prefix;
+  RaiseFileLimit(members.empty() ? flags.nodes : 2 * flags.nodes);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(flags.timeout * 1000));
   std::latch ready(flags.nodes);
   std::atomic<bool> go{false};
@@ -208,15 +258,9 @@ int Run(const Flags& flags) {
   std::vector<std::unique_ptr<Node>> nodes;
   nodes.reserve(static_cast<std::size_t>(flags.nodes));
   for (int i = 0; i < flags.nodes; ++i) {
-    ddprun::rendezvous::ClientOptions client;
-    client.host = flags.host;
-    client.port = flags.port;
-    client.timeout = timeout;
-    client.connect_timeout = std::chrono::milliseconds(60'000);
     auto node = std::make_unique<Node>();
     node->index = i;
-    node->store = std::make_shared<CountingStore>(
-        std::make_shared<ddprun::rendezvous::TcpStoreClient>(client));
+    node->store = std::make_shared<CountingStore>(Connect(flags, members, prefix, i, timeout));
     ddprun::rendezvous::DynamicRendezvousOptions options;
     options.run_id = flags.run_id;
     options.min_nodes = flags.nodes;
@@ -276,14 +320,15 @@ int Run(const Flags& flags) {
   std::sort(join_seconds.begin(), join_seconds.end());
   std::sort(requests.begin(), requests.end());
   const long total_requests = std::accumulate(requests.begin(), requests.end(), 0L);
-  std::printf("{\"nodes\": %d, \"nproc\": %d, \"seconds\": %.4f, \"ok\": %s, "
-              "\"connect_seconds\": %.3f, \"join_p50_s\": %.4f, \"first_join_s\": %.4f, "
-              "\"requests_per_node\": {\"min\": %d, \"median\": %d, \"max\": %d}, "
-              "\"requests_total\": %ld, \"failed\": %d, \"error\": %s}\n",
-              flags.nodes, flags.nproc, seconds, problem.empty() ? "true" : "false",
-              connect_seconds, join_seconds[join_seconds.size() / 2], join_seconds.front(),
-              requests.front(), requests[requests.size() / 2], requests.back(), total_requests,
-              failed, JsonString(problem.empty() ? first_error : problem).c_str());
+  std::printf(
+      "{\"nodes\": %d, \"nproc\": %d, \"store\": \"%s\", \"seconds\": %.4f, \"ok\": %s, "
+      "\"connect_seconds\": %.3f, \"join_p50_s\": %.4f, \"first_join_s\": %.4f, "
+      "\"requests_per_node\": {\"min\": %d, \"median\": %d, \"max\": %d}, "
+      "\"requests_total\": %ld, \"failed\": %d, \"error\": %s}\n",
+      flags.nodes, flags.nproc, members.empty() ? "tcp" : "etcd", seconds,
+      problem.empty() ? "true" : "false", connect_seconds, join_seconds[join_seconds.size() / 2],
+      join_seconds.front(), requests.front(), requests[requests.size() / 2], requests.back(),
+      total_requests, failed, JsonString(problem.empty() ? first_error : problem).c_str());
   std::fflush(stdout);
   return problem.empty() ? 0 : 1;
 }
@@ -294,7 +339,16 @@ int main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"rendezvous_load: N simulated nodes join one dynamic rendezvous round"};
   app.add_option("--host", flags.host, "address of the store");
-  app.add_option("--port", flags.port)->required();
+  auto* port = app.add_option("--port", flags.port, "port of the store (TCP)");
+  auto* etcd = app.add_option("--etcd", flags.etcd,
+                              "host:port[,host:port...]: etcd members (client URLs) instead");
+  port->excludes(etcd);
+  app.add_option("--prefix", flags.prefix,
+                 "etcd key prefix (default: a fresh /ddprun-bench/rendezvous-load/<pid>-<ns>/)")
+      ->needs(etcd);
+  app.add_flag("--spread", flags.spread,
+               "etcd: node i calls member i % members first (default: all the first listed)")
+      ->needs(etcd);
   app.add_option("--nodes", flags.nodes, "nodes (min = max)")->check(CLI::Range(1, 65536));
   app.add_option("--nproc", flags.nproc, "workers per node")->check(CLI::Range(1, 1024));
   app.add_option("--run-id", flags.run_id);
@@ -303,6 +357,10 @@ int main(int argc, char** argv) {
   app.add_option("--stack-kib", flags.stack_kib, "stack size of each node's thread")
       ->check(CLI::Range(64, 65536));
   CLI11_PARSE(app, argc, argv);
+  if (flags.etcd.empty() && port->count() == 0) {
+    std::fprintf(stderr, "rendezvous_load: --port or --etcd is required\n");
+    return 2;
+  }
   try {
     return Run(flags);
   } catch (const std::exception& error) {
