@@ -78,6 +78,7 @@ void PlanEtcd(const LaunchConfig& config, PlannedRound& round) {
                         std::string(settings.etcd_tls ? "https" : "http") + ") at " + members +
                         ", keys under " + etcd.prefix + "; it never moves");
   round.notes.push_back("the round's group rank 0 agent serves the workers' store");
+  if (const auto note = EtcdV2Note(config)) round.notes.push_back(*note);
 }
 
 // Static: node_rank of max_nodes, master_addr:master_port, node 0's agent store. Dynamic

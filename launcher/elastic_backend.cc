@@ -122,6 +122,13 @@ std::vector<HostPort> RendezvousEndpoints(const elastic::LaunchConfig& config) {
   return endpoints;
 }
 
+std::optional<std::string> EtcdV2Note(const elastic::LaunchConfig& config) {
+  if (!config.Etcd() || config.rdzv_backend != "etcd-v2") return std::nullopt;
+  return config.Given("rdzv_backend", config.rdzv_backend) +
+         ": ddprun speaks etcd's v3 API (the v2 API is off by default since etcd 3.4); the "
+         "rendezvous is etcd's";
+}
+
 rendezvous::etcd::EtcdStoreOptions EtcdOptions(const elastic::LaunchConfig& config) {
   const auto& settings = config.rdzv_settings;
   rendezvous::etcd::EtcdStoreOptions options;

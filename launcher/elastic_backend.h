@@ -8,6 +8,7 @@
 // the last round (TcpStoreSite serves it there). With etcd the rendezvous store is the etcd
 // cluster (EtcdStoreSite): never served here, never moved.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ bool NamesThisMachine(const std::string& host, const std::vector<std::string>& n
 // with its port (default 29400; etcd 2379): c10d's first one serves the store at first
 // (docs/elastic.md); etcd's are every member of the cluster.
 std::vector<HostPort> RendezvousEndpoints(const elastic::LaunchConfig& config);
+
+// For --rdzv_backend=etcd-v2: that ddprun speaks etcd's v3 API.
+std::optional<std::string> EtcdV2Note(const elastic::LaunchConfig& config);
 
 // The EtcdStore options of an etcd launch: every member, the per-request timeout, the prefix.
 rendezvous::etcd::EtcdStoreOptions EtcdOptions(const elastic::LaunchConfig& config);

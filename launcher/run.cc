@@ -13,6 +13,7 @@
 #include "launcher/agent_loop.h"
 #include "launcher/cli.h"
 #include "launcher/dry_run.h"
+#include "launcher/elastic_backend.h"
 #include "launcher/event_log_file.h"
 #include "launcher/launch_setup.h"
 #include "launcher/local_process_context.h"
@@ -60,12 +61,9 @@ int Launch(const LaunchConfig& config) {
     spdlog::info("Rendezvous info: --rdzv-backend={} --rdzv-endpoint={} --rdzv-id={}",
                  config.rdzv_backend, config.rdzv_endpoint, config.rdzv_id);
   }
-  if (config.Etcd() && config.rdzv_backend == "etcd-v2") {
-    spdlog::info("--rdzv_backend=etcd-v2: ddprun speaks etcd's v3 API (its v2 API is off by "
-                 "default since etcd 3.4); the rendezvous is the same as etcd's");
-  }
   const elastic::Environment env = LauncherEnvironment(config);
   if (config.dry_run) return RunDryRun(std::cout, config, env);  // before any dir or port
+  if (const auto note = EtcdV2Note(config)) spdlog::warn("{}", *note);
   const auto events = OpenEventLog(config);
   RunLogDir logs(config, config.rdzv_id);
   // Before any thread or worker; destroyed after the workers (its sweep ends the launch).

@@ -58,7 +58,7 @@ class CliErrorTest(DdprunTestCase):
         """A refused configuration is refused before any directory or port exists, --tee too."""
         tmpdir = self.path("tmp")
         os.mkdir(tmpdir)
-        for args in (["--tee", "3", "--rdzv_backend=etcd", "--rdzv_endpoint=127.0.0.1:2379"],
+        for args in (["--tee", "3", "--rdzv_backend=zookeeper", "--rdzv_endpoint=127.0.0.1:2181"],
                      ["--tee", "3", "--nnodes=2", "--node_rank=2"],
                      ["--tee", "3", "--dry_run", "--rdzv_backend=etcd-v2"]):
             self.assert_usage_error(args + self.worker(), ["rdzv_backend", "node_rank"],

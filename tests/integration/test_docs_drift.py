@@ -90,8 +90,9 @@ class BashCompletion(unittest.TestCase):
     def test_ddprun_values_prefixes_and_script(self):
         cases = {
             "ddprun --nnod": ["--nnodes"],
-            "ddprun --rdzv-backend ": ["static", "c10d"],
+            "ddprun --rdzv-backend ": ["static", "c10d", "etcd", "etcd-v2"],
             "ddprun --rdzv_backend=c": ["c10d"],
+            "ddprun --rdzv_backend=e": ["etcd", "etcd-v2"],
             "ddprun --rdzv-back s": ["static"],  # an argparse prefix takes its value too
             "ddprun --nproc-per-node ": ["auto", "cpu", "gpu"],
             "ddprun -t ": ["0", "1", "2", "3"],
@@ -160,8 +161,9 @@ class FishCompletion(unittest.TestCase):
 
     def test_ddprun_values_and_script(self):
         cases = {
-            "ddprun --rdzv-backend ": ["c10d", "static"],
-            "ddprun --rdzv-backend=": ["--rdzv-backend=c10d", "--rdzv-backend=static"],
+            "ddprun --rdzv-backend ": ["c10d", "etcd", "etcd-v2", "static"],
+            "ddprun --rdzv-backend=": ["--rdzv-backend=c10d", "--rdzv-backend=etcd",
+                                       "--rdzv-backend=etcd-v2", "--rdzv-backend=static"],
             "ddprun --standalone x.py --nnod": [],
         }
         replies = docs_lib.fish_complete("ddprun", list(cases), script=script("fish", "ddprun"))

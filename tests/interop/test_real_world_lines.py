@@ -41,6 +41,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import ddprun_testlib as lib  # noqa: E402
+from etcd_cluster import EtcdCluster, etcd_available  # noqa: E402
 
 lib.exit_if_no_torch()
 
@@ -342,8 +343,18 @@ class RealWorldLinesTest(lib.DdprunTestCase):
                                      "%s, agent %d: the dry run's message differs from the real "
                                      "run's" % (describe_line(line), node))
 
+    def etcd_port(self):
+        """A one-member etcd on a free port for this line ({port}: its client port)."""
+        if not etcd_available():
+            self.skipTest("no etcd (scripts/install-deps.sh installs Debian's etcd-server)")
+        cluster = EtcdCluster(1)
+        cluster.__enter__()
+        self.addCleanup(cluster.__exit__, None, None, None)
+        return cluster.client_ports[0]
+
     def check_line(self, line):
-        port = lib.free_port()
+        uses_etcd = launcher_options(line).get("rdzv_backend", "").startswith("etcd")
+        port = self.etcd_port() if uses_etcd and line["expect"]["exit"] == 0 else lib.free_port()
         real = None
         with self.subTest(part="run"):
             _, real = self.run_line(line, port)

@@ -81,7 +81,8 @@ TEST_CASE("the completion describes every option of the table", "[cli][completio
 
 TEST_CASE("value lists: env presets, checked choices", "[cli][completion]") {
   CHECK(cli::Choices("env_preset") == ddprun::launcher::EnvPresetNames());
-  CHECK(cli::Choices("rdzv_backend") == std::vector<std::string>{"static", "c10d"});
+  CHECK(cli::Choices("rdzv_backend") ==
+        std::vector<std::string>{"static", "c10d", "etcd", "etcd-v2"});
   CHECK(cli::Choices("nnodes").empty());
   CHECK(cli::Choices("no_such_option").empty());
   // Values checked against the table's list (cli_config.cc).

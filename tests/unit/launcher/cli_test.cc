@@ -353,7 +353,7 @@ TEST_CASE("choices: backend, start method, numa binding, event log handler", "[c
   CHECK(ConfigWith({"--rdzv_backend=c10d", "--rdzv_endpoint=h:2379"}).rdzv_backend == "c10d");
   CHECK(ConfigWith({"--rdzv_backend=static", "--rdzv_endpoint=h:2379"}).rdzv_backend == "static");
   CHECK_THAT(ErrorWith({"--rdzv_backend=zk"}), Catch::StartsWith("--rdzv_backend=zk: ") &&
-                                                   Catch::Contains("use static or c10d"));
+                                                   Catch::Contains("use static, c10d or etcd"));
   CHECK(ConfigWith({"--start_method=forkserver"}).start_method == "forkserver");
   CHECK_THAT(
       ErrorWith({"--start_method=thread"}),
@@ -657,14 +657,59 @@ TEST_CASE("static --rdzv_endpoint gives the master, as torchrun", "[cli]") {
   CHECK(c10d.master_addr == "127.0.0.1");
 }
 
-TEST_CASE("backends this build cannot launch are refused in one line", "[cli]") {
+TEST_CASE("etcd and etcd-v2 are the elastic rendezvous over etcd, on every member given", "[cli]") {
   for (const std::string backend : {"etcd", "etcd-v2"}) {
-    CHECK_THAT(ErrorWith({"--nnodes=1", "--rdzv_backend=" + backend, "--rdzv_endpoint=h:2379"}),
+    const LaunchConfig one = ConfigWith({"--rdzv_backend=" + backend, "--rdzv_endpoint=h:2379"});
+    CHECK(one.Etcd());
+    CHECK(one.Elastic());  // even one node: torchrun's etcd is always the dynamic rendezvous
+    CHECK_THAT(ErrorWith({"--nnodes=2", "--rdzv_backend=" + backend}),
                Catch::StartsWith("--rdzv_backend=" + backend + ": ") &&
-                   Catch::Contains("not implemented"));
+                   Catch::Contains("needs --rdzv_endpoint") && Catch::Contains("2379"));
   }
-  CHECK_THAT(ErrorOf({Train()}, {{"PET_RDZV_BACKEND", "etcd"}}),
-             Catch::StartsWith("PET_RDZV_BACKEND=etcd: "));
+  const LaunchConfig three =
+      ConfigWith({"--nnodes=1:3", "--rdzv_backend=etcd", "--rdzv_endpoint=a,b:1,[::1]"});
+  const std::vector<ddprun::HostPort> members = ddprun::launcher::RendezvousEndpoints(three);
+  REQUIRE(members.size() == 3);
+  CHECK(members[0].ToString() == "a:2379");
+  CHECK(members[1].ToString() == "b:1");
+  CHECK(members[2].ToString() == "[::1]:2379");
+  CHECK_FALSE(ddprun::launcher::ServesRendezvousStore(three));
+  CHECK_THAT(ErrorOf({Train()}, {{"PET_RDZV_BACKEND", "zookeeper"}}),
+             Catch::StartsWith("PET_RDZV_BACKEND=zookeeper: "));
+}
+
+TEST_CASE("the etcd rdzv_conf keys: protocol, TLS files, etcd_prefix", "[cli]") {
+  const auto etcd = [](const std::string& conf) {
+    return ConfigWith({"--rdzv_backend=etcd", "--rdzv_endpoint=h", "--rdzv_conf=" + conf});
+  };
+  const std::string pem = Files().Path("data");  // any readable file passes the CLI
+  const auto tls = etcd("protocol=https,cacert=" + pem + ",cert=" + pem + ",key=" + pem +
+                        ",etcd_prefix=/team")
+                       .rdzv_settings;
+  CHECK(tls.etcd_tls);
+  CHECK(tls.etcd_cacert == pem);
+  CHECK(tls.etcd_cert == pem);
+  CHECK(tls.etcd_key == pem);
+  CHECK(tls.etcd_prefix == "/team/");
+  // etcd-v2's spellings of the same files.
+  const auto v2 = etcd("protocol=https,ca_cert=" + pem + ",ssl_cert=" + pem + ",ssl_cert_key=" + pem)
+                      .rdzv_settings;
+  CHECK(v2.etcd_cacert == pem);
+  CHECK(v2.etcd_key == pem);
+  CHECK(etcd("join_timeout=5").rdzv_settings.etcd_prefix == "/ddprun/");
+  CHECK_FALSE(etcd("join_timeout=5").rdzv_settings.etcd_tls);
+  const auto error = [](const std::string& conf) {
+    return ErrorWith({"--rdzv_backend=etcd", "--rdzv_endpoint=h", "--rdzv_conf=" + conf});
+  };
+  CHECK_THAT(error("protocol=gopher"), Catch::Contains("protocol=gopher: must be http or https"));
+  CHECK_THAT(error("protocol=https,cacert=/nonexistent/ca.pem"),
+             Catch::Contains("cacert=/nonexistent/ca.pem: No such file"));
+  CHECK_THAT(error("protocol=https,cert=" + pem), Catch::Contains("cert and key go together"));
+  CHECK_THAT(error("cacert=" + pem), Catch::Contains("add protocol=https"));
+  CHECK_THAT(error("etcd_prefix=team"), Catch::Contains("must start with /"));
+}
+
+TEST_CASE("unknown backends are refused in one line", "[cli]") {
   CHECK_THAT(ErrorWith({"--rdzv_backend=zookeeper"}),
              Catch::StartsWith("--rdzv_backend=zookeeper: ") &&
                  Catch::Contains("not a rendezvous backend"));
