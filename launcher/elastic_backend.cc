@@ -16,6 +16,7 @@
 #include "launcher/etcd_store_site.h"
 #include "launcher/free_port.h"
 #include "launcher/tcp_store_site.h"
+#include "rendezvous/etcd_liveness.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -225,9 +226,15 @@ std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
   rendezvous::StoreConnector connect_round_store =
       RoundStoreConnector(config, *backend->store_site, *rendezvous);
   backend->rendezvous = std::move(rendezvous);
-  backend->monitor = std::make_unique<ElasticMonitor>(
-      io, ElasticMonitorOptions{handler.rendezvous, std::move(connect_round_store),
-                                settings.keep_alive_interval, settings.keep_alive_max_attempt});
+  ElasticMonitorOptions monitor{handler.rendezvous, std::move(connect_round_store),
+                                settings.keep_alive_interval, settings.keep_alive_max_attempt};
+  if (config.Etcd()) {
+    monitor.liveness = [etcd = EtcdOptions(config)](const rendezvous::LivenessScope& scope,
+                                                    rendezvous::MemberLiveness::TimePoint start) {
+      return std::make_unique<rendezvous::etcd::LeaseLiveness>(scope, etcd, start);
+    };
+  }
+  backend->monitor = std::make_unique<ElasticMonitor>(io, std::move(monitor));
   backend->blocking = true;
   backend->agent_options.shutdown_timeout = config.shutdown_timeout;
   backend->agent_options.failure_barrier_timeout = settings.HeartbeatTimeout();

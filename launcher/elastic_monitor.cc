@@ -9,7 +9,7 @@
 
 #include "common/logging.h"
 #include "elastic/node_failure.h"
-#include "rendezvous/heartbeat_watch.h"
+#include "rendezvous/member_liveness.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -17,12 +17,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using rendezvous::RoundChange;
 using Kind = RoundChange::Kind;
-
-std::string SecondsText(std::chrono::milliseconds duration) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(duration.count()) / 1000.0);
-  return text;
-}
 
 }  // namespace
 
@@ -43,6 +37,7 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
       std::lock_guard lock(mutex_);
       stop_ = true;
       if (store_) store_->Interrupt();
+      if (liveness_) liveness_->Interrupt();
     }
     stopped_.notify_all();
     thread_.join();
@@ -51,10 +46,21 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
  private:
   void Loop() {
     try {
-      auto store = options_.connect(options_.interval * options_.max_attempts);
+      const auto timeout = options_.interval * options_.max_attempts;
+      auto store = options_.connect(timeout);
       {
         std::lock_guard lock(mutex_);
         store_ = store;
+        if (stop_) return;
+      }
+      const rendezvous::LivenessScope scope{
+          store, {options_.rendezvous.run_id}, round_, me_, neighbour_, timeout};
+      auto liveness = options_.liveness
+                          ? options_.liveness(scope, Clock::now())
+                          : std::make_unique<rendezvous::HeartbeatCounterLiveness>(scope, Clock::now());
+      {
+        std::lock_guard lock(mutex_);
+        liveness_ = std::move(liveness);
         if (stop_) return;
       }
       rendezvous::DynamicRendezvous rendezvous(options_.rendezvous, store);
@@ -66,15 +72,14 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
     }
   }
 
-  // Beats every interval; reads the neighbour every quarter interval, so that its silence is
+  // Beats every interval; looks at the neighbour every quarter interval, so that its silence is
   // seen at most a quarter interval late (loss declared within interval x attempts + 1/4).
   void Watch(rendezvous::Store& store, rendezvous::DynamicRendezvous& rendezvous) {
     const std::string change_key = rendezvous.RoundKey(round_, "change");
     const auto tick = std::max(options_.interval / 4, std::chrono::milliseconds{1});
-    rendezvous::HeartbeatWatch neighbour(options_.interval * options_.max_attempts, Clock::now());
     bool delivered = false;
     bool declared = false;
-    Beat(store, rendezvous);
+    liveness_->Beat();
     auto next_beat = Clock::now() + options_.interval;
     while (!stop_) {
       if (!delivered) {
@@ -89,15 +94,13 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
         return;
       }
       if (Clock::now() >= next_beat) {
-        Beat(store, rendezvous);
+        liveness_->Beat();
         next_beat = Clock::now() + options_.interval;
       }
       if (neighbour_ < 0 || declared) continue;
-      const auto beats =
-          store.Add(rendezvous.RoundKey(round_, "hb/" + std::to_string(neighbour_)), 0);
       const auto now = Clock::now();
-      if (neighbour.Observe(beats, now)) {
-        DeclareLost(store, rendezvous, neighbour.SilentFor(now));
+      if (liveness_->NeighbourGone(now)) {
+        DeclareLost(store, rendezvous, liveness_->WhyGone(now));
         declared = true;
       }
     }
@@ -109,29 +112,16 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
     return !stopped_.wait_for(lock, duration, [this] { return stop_.load(); });
   }
 
-  // The counter is what the ring neighbour watches; the wall-clock time is for views
-  // (`ddprun-store rdzv`), which have no earlier reading to compare with.
-  void Beat(rendezvous::Store& store, rendezvous::DynamicRendezvous& rendezvous) {
-    const std::string me = std::to_string(me_);
-    store.Add(rendezvous.RoundKey(round_, "hb/" + me), 1);
-    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::system_clock::now().time_since_epoch());
-    store.SetString(rendezvous.RoundKey(round_, "hb_at/" + me), std::to_string(now_ms.count()));
-  }
-
   // The change wakes this watch too (and every other member's) on its next Wait.
   void DeclareLost(rendezvous::Store& store, rendezvous::DynamicRendezvous& rendezvous,
-                   std::chrono::milliseconds silent) {
+                   const std::string& why) {
     std::string host = "<unknown>";
     const std::string node_key =
         rendezvous.RoundKey(round_, "node/" + std::to_string(neighbour_ + 1));
     if (store.Check({node_key})) {
       host = nlohmann::json::parse(store.GetString(node_key)).value("host", host);
     }
-    rendezvous.DeclareGone(round_, neighbour_,
-                           {Kind::kNodeLost, neighbour_, host,
-                            "heartbeats stopped " + SecondsText(silent) +
-                                " ago (keep_alive_interval x keep_alive_max_attempt)"});
+    rendezvous.DeclareGone(round_, neighbour_, {Kind::kNodeLost, neighbour_, host, why});
   }
 
   void Deliver(const RoundChange& change) {
@@ -171,6 +161,7 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
   std::mutex mutex_;
   std::condition_variable stopped_;
   std::shared_ptr<rendezvous::Store> store_;
+  std::unique_ptr<rendezvous::MemberLiveness> liveness_;
   std::thread thread_;
 };
 

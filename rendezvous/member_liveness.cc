@@ -1,0 +1,36 @@
+#include "rendezvous/member_liveness.h"
+
+#include <cstdio>
+
+namespace ddprun::rendezvous {
+
+std::string SecondsText(std::chrono::milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(duration.count()) / 1000.0);
+  return text;
+}
+
+HeartbeatCounterLiveness::HeartbeatCounterLiveness(LivenessScope scope, TimePoint start)
+    : scope_(std::move(scope)), neighbour_(scope_.timeout, start) {}
+
+void HeartbeatCounterLiveness::Beat() {
+  const std::string me = std::to_string(scope_.me);
+  scope_.store->Add(scope_.keys.Round(scope_.round, "hb/" + me), 1);
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  scope_.store->SetString(scope_.keys.Round(scope_.round, "hb_at/" + me),
+                          std::to_string(now_ms.count()));
+}
+
+bool HeartbeatCounterLiveness::NeighbourGone(TimePoint now) {
+  const auto beats =
+      scope_.store->Add(scope_.keys.Round(scope_.round, "hb/" + std::to_string(scope_.neighbour)), 0);
+  return neighbour_.Observe(beats, now);
+}
+
+std::string HeartbeatCounterLiveness::WhyGone(TimePoint now) const {
+  return "heartbeats stopped " + SecondsText(neighbour_.SilentFor(now)) +
+         " ago (keep_alive_interval x keep_alive_max_attempt)";
+}
+
+}  // namespace ddprun::rendezvous

@@ -1,0 +1,161 @@
+// ElasticRendezvousHandler over a replicated rendezvous store (etcd: replicated_store): it is
+// never served here nor moved, and an outage of it is waited out until the join timeout. The
+// store is an in-memory store behind a switch that makes every call fail as a lost connection;
+// the site's clock is fake (a pause moves it on), so no test sleeps.
+#include "rendezvous/elastic_rendezvous_handler.h"
+
+#include <catch2/catch.hpp>
+#include <functional>
+#include <map>
+
+#include "rendezvous/in_memory_store.h"
+
+namespace {
+
+using ddprun::HostPort;
+using namespace ddprun::rendezvous;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Forwards to `store` while up; every call fails as a lost connection while down.
+class OutageStore : public Store {
+ public:
+  OutageStore(std::shared_ptr<Store> store, const bool& down) : store_(std::move(store)), down_(down) {}
+  void Set(const std::string& key, const Bytes& value) override { Up().Set(key, value); }
+  Bytes Get(const std::string& key) override { return Up().Get(key); }
+  std::int64_t Add(const std::string& key, std::int64_t delta) override {
+    return Up().Add(key, delta);
+  }
+  Bytes CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+    return Up().CompareSet(key, expected, desired);
+  }
+  bool Check(const std::vector<std::string>& keys) override { return Up().Check(keys); }
+  void Wait(const std::vector<std::string>& keys, milliseconds timeout) override {
+    Up().Wait(keys, timeout);
+  }
+  using Store::Wait;
+  bool DeleteKey(const std::string& key) override { return Up().DeleteKey(key); }
+  std::int64_t NumKeys() override { return Up().NumKeys(); }
+  void Interrupt() override { store_->Interrupt(); }
+
+ private:
+  Store& Up() {
+    if (down_) throw StoreConnectionError("fake etcd: no member answered");
+    return *store_;
+  }
+  std::shared_ptr<Store> store_;
+  const bool& down_;
+};
+
+// The etcd cluster as the handler sees it: one address, a store that can go down, a fake clock.
+class ReplicatedSite : public StoreSite {
+ public:
+  bool down = false;
+  int serves = 0;
+  int probes = 0;
+  std::function<void(milliseconds elapsed)> on_pause;  // scripted events as the clock moves
+
+  Reach Probe(const HostPort&, milliseconds) override {
+    ++probes;
+    return Reach::kAnswered;
+  }
+  std::shared_ptr<Store> Connect(const HostPort&, milliseconds) override {
+    return std::make_shared<OutageStore>(keys_.Connect(), down);
+  }
+  std::optional<HostPort> Serve(int) override {
+    ++serves;
+    return std::nullopt;
+  }
+  bool Pause(milliseconds duration) override {
+    if (cancelled_) return false;
+    now_ += duration;
+    if (on_pause) on_pause(Elapsed());
+    return !cancelled_;
+  }
+  void Cancel() override { cancelled_ = true; }
+  Clock::time_point Now() override { return now_; }
+  milliseconds Elapsed() const { return std::chrono::duration_cast<milliseconds>(now_ - start_); }
+
+ private:
+  InMemoryStore keys_{seconds(5)};
+  Clock::time_point start_ = Clock::time_point{} + std::chrono::hours(1);
+  Clock::time_point now_ = start_;
+  bool cancelled_ = false;
+};
+
+class FakeWorkerStore : public WorkerStoreHost {
+ public:
+  int Serve() override { return 4321; }
+  void Stop() override {}
+};
+
+ElasticHandlerOptions Options() {
+  ElasticHandlerOptions options;
+  options.rendezvous.run_id = "job";
+  options.rendezvous.node = {"host0", "10.0.0.1", 100, 2, false};
+  options.rendezvous.join_timeout = seconds(10);
+  options.advertised_addr = "10.0.0.1";
+  options.endpoints = {{"etcd1", 2379}, {"etcd2", 2379}};
+  options.replicated_store = true;
+  options.outage_retry = seconds(1);
+  return options;
+}
+
+TEST_CASE("a replicated store is joined as is: never served, probed or moved", "[rendezvous]") {
+  ReplicatedSite site;
+  FakeWorkerStore workers;
+  ElasticRendezvousHandler handler(Options(), site, workers);
+  const RendezvousInfo first = handler.NextRendezvous();
+  CHECK(first.round == 0);
+  CHECK(first.group_world_size == 1);
+  CHECK(first.master_addr == "10.0.0.1");
+  CHECK(first.master_port == 4321);
+  CHECK(handler.StoreAddress().ToString() == "etcd1:2379");
+  CHECK(site.serves == 0);
+  CHECK(site.probes == 0);
+  CHECK(site.Elapsed() == milliseconds{0});
+}
+
+TEST_CASE("an outage of the replicated store shorter than the join timeout is waited out",
+          "[rendezvous]") {
+  ReplicatedSite site;
+  FakeWorkerStore workers;
+  site.down = true;
+  site.on_pause = [&](milliseconds elapsed) {
+    if (elapsed >= seconds(6)) site.down = false;
+  };
+  ElasticRendezvousHandler handler(Options(), site, workers);
+  CHECK(handler.NextRendezvous().round == 0);
+  CHECK(site.Elapsed() == seconds(6));  // one try per outage_retry until it answered
+  CHECK(site.serves == 0);
+}
+
+TEST_CASE("an outage of the replicated store past the join timeout is one error", "[rendezvous]") {
+  ReplicatedSite site;
+  FakeWorkerStore workers;
+  ElasticRendezvousHandler handler(Options(), site, workers);
+  REQUIRE(handler.NextRendezvous().round == 0);
+  site.down = true;  // quorum lost while the job ran; the next round cannot form
+  CHECK_THROWS_MATCHES(
+      handler.NextRendezvous(), RendezvousConnectionError,
+      Catch::Matchers::Message("the rendezvous store did not answer for the join timeout (10 s): "
+                               "fake etcd: no member answered"));
+  CHECK(site.Elapsed() == seconds(10));
+  CHECK(site.serves == 0);  // nothing tried to take the store over
+}
+
+TEST_CASE("shutdown during an outage of the replicated store ends the join at once",
+          "[rendezvous]") {
+  ReplicatedSite site;
+  FakeWorkerStore workers;
+  site.down = true;
+  ElasticRendezvousHandler handler(Options(), site, workers);
+  site.on_pause = [&](milliseconds elapsed) {
+    if (elapsed >= seconds(3)) handler.Shutdown();
+  };
+  CHECK_THROWS_AS(handler.NextRendezvous(), RendezvousClosedError);
+  CHECK(site.Elapsed() == seconds(3));
+}
+
+}  // namespace
