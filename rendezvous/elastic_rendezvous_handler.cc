@@ -30,6 +30,11 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
   for (int moves = 0;; ++moves) {
     PrepareStore();
     try {
+      if (options_.replicated_store && !answered_) {  // a first contact, read_timeout-bound
+        store_->Check({keys_.Closed()});
+        answered_ = true;
+        outage_since_.reset();  // from now on an outage may last the join timeout
+      }
       const FormedRound formed = rendezvous_->Join(Current());
       {
         std::lock_guard lock(mutex_);
@@ -91,17 +96,22 @@ void ElasticRendezvousHandler::PrepareStore() {
   MoveStore(*current, "it refused or did not answer connections for the heartbeat timeout");
 }
 
+// Before the store ever answered (a wrong endpoint, a cluster not up yet) the wait is bounded by
+// read_timeout; once it has, an outage is waited out for the join timeout.
 void ElasticRendezvousHandler::AwaitReplicatedStore(const StoreConnectionError& error) {
   const auto now = site_.Now();
+  const auto limit = answered_ ? options_.rendezvous.join_timeout : options_.read_timeout;
+  const char* limit_name = answered_ ? "join timeout" : "read timeout";
   if (!outage_since_) {
     outage_since_ = now;
-    spdlog::warn("the rendezvous store does not answer ({}); retrying until the join timeout ({:g} s)",
-                 error.what(), Seconds(options_.rendezvous.join_timeout));
+    spdlog::warn("the rendezvous store does not answer ({}); retrying until the {} ({:g} s)",
+                 error.what(), limit_name, Seconds(limit));
   }
-  if (now - *outage_since_ >= options_.rendezvous.join_timeout) {
+  if (now - *outage_since_ >= limit) {
     throw RendezvousConnectionError(
-        fmt::format("the rendezvous store did not answer for the join timeout ({:g} s): {}",
-                    Seconds(options_.rendezvous.join_timeout), error.what()));
+        fmt::format("the rendezvous store {} for the {} ({:g} s): {}",
+                    answered_ ? "did not answer" : "never answered", limit_name, Seconds(limit),
+                    error.what()));
   }
   if (!site_.Pause(options_.outage_retry)) ThrowClosed();
 }
@@ -221,6 +231,7 @@ void ElasticRendezvousHandler::AnnounceRoundEnd(const RoundEnd& end) {
 void ElasticRendezvousHandler::SetClosed() {
   const auto current = Current();
   if (!rendezvous_ || shutdown_) return;
+  if (options_.replicated_store && !answered_) return;  // nothing was ever written there
   rendezvous_->Close(current ? current->round : 0);
 }
 

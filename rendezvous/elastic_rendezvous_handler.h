@@ -47,7 +47,8 @@ struct ElasticHandlerOptions {
   FailoverOptions failover;
   // The rendezvous store replicates itself (etcd): it is never served here nor moved; the
   // site's Connect(endpoints.front()) reaches the whole cluster, and while no member answers a
-  // join waits it out (pausing `outage_retry` between tries) until the join timeout.
+  // join waits it out (pausing `outage_retry` between tries) until the join timeout, or until
+  // read_timeout when it never answered yet (a wrong endpoint fails within read_timeout).
   bool replicated_store = false;
   std::chrono::milliseconds outage_retry{1'000};
 };
@@ -73,7 +74,8 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   // Before a join: find the store (a first join), check it is still there, or move it.
   void PrepareStore();
   // A replicated store that did not answer a join: waits and retries until the join timeout
-  // since the outage began, then throws RendezvousConnectionError.
+  // (read_timeout before its first answer) since the outage began, then throws
+  // RendezvousConnectionError.
   void AwaitReplicatedStore(const StoreConnectionError& error);
   void MoveStore(const FormedRound& current, const std::string& why);
   // Logs and records the loss of the store (and of its host, when a member); returns that
@@ -96,6 +98,7 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   std::shared_ptr<Store> round_store_;  // the round's agent keys
   std::optional<FailoverBasis> basis_;  // the current round's successor candidates
   std::optional<std::chrono::steady_clock::time_point> outage_since_;  // replicated store
+  bool answered_ = false;  // the replicated store answered once
   std::vector<std::pair<std::string, std::string>> events_;  // for the next round's info
   mutable std::mutex mutex_;  // current_, store_ and store_at_ for other threads
   std::optional<FormedRound> current_;

@@ -7,9 +7,14 @@ down (SIGTERM, then SIGKILL after a bound; data removed) when the context ends, 
         cluster.endpoints          # ["127.0.0.1:23790", ...] (client URLs without the scheme)
         cluster.kill(1)            # SIGKILL one member
         cluster.restart(1)         # start it again on its data directory
+        cluster.leader()           # index of the member that leads (None: no leader answers)
+        cluster.make_leader(0)     # hand the leadership to member 0 (and wait until it leads)
+        cluster.range("/ddprun/")  # {key: value} under a prefix, read from a live member
+        cluster.lease_ttl(lease)   # seconds left of a lease (-1: expired; None: no answer)
 
 stdlib only; every wait is bounded.
 """
+import base64
 import json
 import os
 import shutil
@@ -123,6 +128,66 @@ class EtcdCluster:
                     index, timeout, self.log(index)[-3000:]))
             time.sleep(0.05)
 
+    def alive(self, index):
+        proc = self.procs[index]
+        return proc is not None and proc.poll() is None
+
+    def leader(self):
+        """Index of the leading member as the live members report it, or None (no quorum)."""
+        return self._statuses()[1]
+
+    def make_leader(self, index, timeout=START_TIMEOUT):
+        """Transfers the leadership to member `index` and waits until it leads."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ids, leader = self._statuses()
+            if leader == index:
+                return
+            target = {i: member for member, i in ids.items()}.get(index)
+            if leader is not None and target is not None:
+                self._call(leader, "/v3/maintenance/transfer-leadership", {"targetID": target})
+            if time.monotonic() >= deadline:
+                raise AssertionError("etcd member %d does not lead after %.0f s (leader: %s)" %
+                                     (index, timeout, leader))
+            time.sleep(0.05)
+
+    def _statuses(self):
+        """({member id: index} of the live members that answer, index of the leader or None)."""
+        ids = {}
+        leader_id = None
+        for index in range(self.count):
+            status = self._call(index, "/v3/maintenance/status", {}) if self.alive(index) else None
+            if status is None or "header" not in status:
+                continue
+            ids[status["header"].get("member_id")] = index
+            leader_id = status.get("leader") or leader_id
+        return ids, ids.get(leader_id)
+
+    def range(self, prefix):
+        """Every key under `prefix` with its value (str -> str), read from the first live member
+        that answers (a linearizable read: it needs a quorum)."""
+        start = prefix.encode()
+        end = start[:-1] + bytes([start[-1] + 1])
+        body = {"key": base64.b64encode(start).decode(),
+                "range_end": base64.b64encode(end).decode()}
+        for index in range(self.count):
+            reply = self._call(index, "/v3/kv/range", body) if self.alive(index) else None
+            if reply is not None and "header" in reply:
+                return {base64.b64decode(kv["key"]).decode(errors="replace"):
+                        base64.b64decode(kv.get("value", "")).decode(errors="replace")
+                        for kv in reply.get("kvs", [])}
+        raise AssertionError("no etcd member answered a range read of %s" % prefix)
+
+    def lease_ttl(self, lease):
+        """Seconds left of lease `lease` (an int), as the first live member that answers says:
+        -1 once it expired, None when no member answers."""
+        for index in range(self.count):
+            reply = self._call(index, "/v3/lease/timetolive", {"ID": lease}) \
+                if self.alive(index) else None
+            if reply is not None and "header" in reply:
+                return int(reply.get("TTL", -1))
+        return None
+
     def log(self, index):
         try:
             with open(self._path("m%d.log" % index), errors="replace") as f:
@@ -131,6 +196,17 @@ class EtcdCluster:
             return ""
 
     # -- internals -----------------------------------------------------------------------------
+    def _call(self, index, path, body, timeout=2):
+        """POSTs to etcd's v3 JSON gateway on one member: the decoded reply, or None."""
+        request = urllib.request.Request(
+            "http://127.0.0.1:%d%s" % (self.client_ports[index], path),
+            data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as reply:
+                return json.loads(reply.read().decode())
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
     def _path(self, name):
         return os.path.join(self.dir, name)
 

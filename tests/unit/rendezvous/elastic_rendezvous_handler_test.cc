@@ -145,6 +145,21 @@ TEST_CASE("an outage of the replicated store past the join timeout is one error"
   CHECK(site.serves == 0);  // nothing tried to take the store over
 }
 
+TEST_CASE("a replicated store that never answered fails within the read timeout",
+          "[rendezvous]") {
+  ReplicatedSite site;
+  FakeWorkerStore workers;
+  site.down = true;  // a wrong endpoint, or a cluster that is not up
+  ElasticHandlerOptions options = Options();
+  options.read_timeout = seconds(4);
+  ElasticRendezvousHandler handler(options, site, workers);
+  CHECK_THROWS_MATCHES(
+      handler.NextRendezvous(), RendezvousConnectionError,
+      Catch::Matchers::Message("the rendezvous store never answered for the read timeout (4 s): "
+                               "fake etcd: no member answered"));
+  CHECK(site.Elapsed() == seconds(4));
+}
+
 TEST_CASE("shutdown during an outage of the replicated store ends the join at once",
           "[rendezvous]") {
   ReplicatedSite site;
