@@ -138,6 +138,10 @@ rendezvous::etcd::EtcdStoreOptions EtcdOptions(const elastic::LaunchConfig& conf
   // the client fails over to the next; never above read_timeout.
   options.client.timeout = std::min(settings.read_timeout,
                                     std::max(milliseconds{1'000}, settings.HeartbeatTimeout() / 2));
+  if (settings.etcd_tls) {
+    options.client.tls =
+        rendezvous::etcd::EtcdTls{settings.etcd_cacert, settings.etcd_cert, settings.etcd_key};
+  }
   options.prefix = settings.etcd_prefix;
   return options;
 }
@@ -227,7 +231,7 @@ std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
       RoundStoreConnector(config, *backend->store_site, *rendezvous);
   backend->rendezvous = std::move(rendezvous);
   ElasticMonitorOptions monitor{handler.rendezvous, std::move(connect_round_store),
-                                settings.keep_alive_interval, settings.keep_alive_max_attempt};
+                                settings.keep_alive_interval, settings.keep_alive_max_attempt, {}};
   if (config.Etcd()) {
     monitor.liveness = [etcd = EtcdOptions(config)](const rendezvous::LivenessScope& scope,
                                                     rendezvous::MemberLiveness::TimePoint start) {

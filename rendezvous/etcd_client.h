@@ -5,7 +5,10 @@
 // member costs one timeout at most. Each request on one member is bounded by `timeout`. A
 // reply that is not etcd's fails over too, and when no member answers the error names every
 // member with its problem in one line. Calls are serialized (safe to share between threads);
-// Interrupt() aborts a blocked call from another thread.
+// Interrupt() aborts a blocked call from another thread. With `tls` set every connection is
+// HTTPS: the member's certificate must chain to `cacert` and name the endpoint's host (its IP
+// address for an IP literal); a TLS problem (verification, a plain-HTTP member, a refused or
+// missing client certificate) is one member's problem, named with the rdzv_conf key to fix.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -23,10 +26,23 @@
 
 namespace ddprun::rendezvous::etcd {
 
+// protocol=https: the members' certificates are checked against `cacert` (empty: the system's
+// CA store); `cert`+`key` (both or neither) is this client's certificate for members that ask
+// for one (etcd --client-cert-auth). Paths of PEM files.
+struct EtcdTls {
+  std::string cacert{};
+  std::string cert{};
+  std::string key{};
+};
+
 struct EtcdClientOptions {
   std::vector<HostPort> endpoints;               // every member, host:port of its client URL
   std::chrono::milliseconds timeout{5'000};      // one request on one member
+  std::optional<EtcdTls> tls{};                  // none: plain http
 };
+
+// The OpenSSL context built from EtcdTls (etcd_client.cc), shared by a client's connections.
+class EtcdTlsContext;
 
 // No member answered: "etcd: no member answered: 127.0.0.1:2379: connection refused; ...".
 class EtcdUnavailable : public StoreConnectionError {
@@ -36,6 +52,8 @@ class EtcdUnavailable : public StoreConnectionError {
 
 class EtcdClient {
  public:
+  // Throws UsageError naming the rdzv_conf key and the file when a TLS file cannot be read, is
+  // not PEM, or the key is not the certificate's (cert and key: both or neither).
   explicit EtcdClient(EtcdClientOptions options);
   ~EtcdClient();
   EtcdClient(const EtcdClient&) = delete;
@@ -53,6 +71,7 @@ class EtcdClient {
   nlohmann::json CallMember(std::size_t member, const std::string& path, const std::string& body);
 
   EtcdClientOptions options_;
+  std::shared_ptr<EtcdTlsContext> tls_;  // null: plain http
   mutable std::mutex mutex_;
   std::size_t current_ = 0;
   std::unique_ptr<Connection> connection_;  // kept alive; replaced under io_mutex_ too
@@ -62,7 +81,8 @@ class EtcdClient {
 
 // One watch stream (POST /v3/watch) on the first member that accepts it. Next() returns the
 // stream's next message, or nullopt when `deadline` passed first (the stream stays open).
-// Throws EtcdUnavailable when the member is lost (open a new watch from the last revision).
+// Throws EtcdUnavailable when the member is lost (open a new watch from the last revision), and
+// UsageError as EtcdClient's constructor does for unusable TLS files.
 class EtcdWatch {
  public:
   EtcdWatch(const EtcdClientOptions& options, const nlohmann::json& create_body);
