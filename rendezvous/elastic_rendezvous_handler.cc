@@ -14,7 +14,7 @@ using Json = nlohmann::json;
 constexpr milliseconds kOwnConnectTimeout{10'000};  // a barrier's own connection
 constexpr int kMaxMovesPerJoin = kSuccessorCandidates + 1;
 
-double Seconds(milliseconds duration) { return static_cast<double>(duration.count()) / 1000.0; }
+double InSeconds(milliseconds duration) { return static_cast<double>(duration.count()) / 1000.0; }
 
 }  // namespace
 
@@ -105,12 +105,12 @@ void ElasticRendezvousHandler::AwaitReplicatedStore(const StoreConnectionError& 
   if (!outage_since_) {
     outage_since_ = now;
     spdlog::warn("the rendezvous store does not answer ({}); retrying until the {} ({:g} s)",
-                 error.what(), limit_name, Seconds(limit));
+                 error.what(), limit_name, InSeconds(limit));
   }
   if (now - *outage_since_ >= limit) {
     throw RendezvousConnectionError(
         fmt::format("the rendezvous store {} for the {} ({:g} s): {}",
-                    answered_ ? "did not answer" : "never answered", limit_name, Seconds(limit),
+                    answered_ ? "did not answer" : "never answered", limit_name, InSeconds(limit),
                     error.what()));
   }
   if (!site_.Pause(options_.outage_retry)) ThrowClosed();

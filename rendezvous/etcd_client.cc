@@ -374,7 +374,7 @@ class EtcdClient::Connection {
   void Open() { transport_.Open(at_, timeout_); }
   std::size_t Member() const { return member_; }
   void Interrupt() { transport_.Interrupt(); }
-  bool Reused() const { return calls_ > 0; }
+  bool Reused() const { return calls_ > 1; }  // an earlier call used it (Call() counts first)
 
   json Call(const std::string& path, const std::string& body) {
     ++calls_;

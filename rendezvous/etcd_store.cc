@@ -1,5 +1,8 @@
 #include "rendezvous/etcd_store.h"
 
+#include <cstdio>
+#include <random>
+
 #include "rendezvous/store_protocol.h"
 
 namespace ddprun::rendezvous::etcd {
@@ -7,7 +10,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Transactions that lose to another writer are retried; this many in a row means a livelock.
+// COMPARE_SET transactions that lose to another writer are retried; this many in a row means a
+// livelock.
 constexpr int kMaxConflicts = 10'000;
 
 std::string Text(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
@@ -15,7 +19,9 @@ std::string Text(const Bytes& bytes) { return std::string(bytes.begin(), bytes.e
 }  // namespace
 
 EtcdStore::EtcdStore(EtcdStoreOptions options)
-    : options_(std::move(options)), client_(options_.client) {}
+    : options_(std::move(options)),
+      client_(options_.client),
+      delta_id_base_(std::random_device{}() * 0x100000000ULL + std::random_device{}()) {}
 
 nlohmann::json EtcdStore::Call(const std::string& path, const nlohmann::json& body) {
   ThrowIfInterrupted();
@@ -26,15 +32,54 @@ void EtcdStore::ThrowIfInterrupted() const {
   if (interrupted_) throw StoreConnectionError("the etcd store was interrupted");
 }
 
+std::int64_t EtcdStore::CounterOf(const std::string& key, const KeyValue& base) const {
+  const auto value = ParseCounter(ToBytes(base.value));
+  if (!value) throw std::invalid_argument("ADD on key '" + key + "': its value is not an integer");
+  return *value;
+}
+
+std::optional<KeyValue> EtcdStore::Combine(const std::string& key, std::vector<KeyValue> own,
+                                           const std::vector<KeyValue>& deltas) const {
+  if (own.empty()) return std::nullopt;
+  KeyValue kv = std::move(own.front());
+  if (deltas.empty()) return kv;
+  std::int64_t sum = CounterOf(key, kv);
+  for (const KeyValue& delta : deltas) sum += CounterOf(key, delta);
+  kv.value = std::to_string(sum);
+  return kv;
+}
+
+std::string EtcdStore::DeltaPrefix(const std::string& key) const {
+  std::string prefix = std::string(1, '\x01') + "ddprun-add" + Full(key);
+  prefix.push_back('\0');
+  return prefix;
+}
+
+std::string EtcdStore::NextDeltaKey(const std::string& key) {
+  char id[40];
+  std::snprintf(id, sizeof id, "%016llx-%llu", static_cast<unsigned long long>(delta_id_base_),
+                static_cast<unsigned long long>(++delta_count_));
+  return DeltaPrefix(key) + id;
+}
+
+// One read-only transaction: the key and its deltas at one revision.
 std::optional<KeyValue> EtcdStore::Read(const std::string& key, std::int64_t& revision) {
-  RangeReply reply = ParseRange(Call("/v3/kv/range", RangeBody(Full(key))));
-  revision = reply.header.revision;
-  if (reply.kvs.empty()) return std::nullopt;
-  return std::move(reply.kvs.front());
+  const std::string deltas = DeltaPrefix(key);
+  TxnReply txn = ParseTxn(Call(
+      "/v3/kv/txn", TxnBody(nlohmann::json::array(),
+                            nlohmann::json::array({RangeOp(Full(key)), RangeOp(deltas, PrefixEnd(deltas))}),
+                            nlohmann::json::array())));
+  revision = txn.header.revision;
+  return Combine(key, std::move(txn.ranges.at(0)), txn.ranges.at(1));
 }
 
 void EtcdStore::Set(const std::string& key, const Bytes& value) {
-  ParsePut(Call("/v3/kv/put", PutBody(Full(key), Text(value))));
+  const std::string deltas = DeltaPrefix(key);
+  ParseTxn(Call("/v3/kv/txn",
+                TxnBody(nlohmann::json::array(),
+                        nlohmann::json::array({DeleteOp(deltas, PrefixEnd(deltas)),
+                                               PutOp(Full(key), Text(value))}),
+                        nlohmann::json::array())));
 }
 
 Bytes EtcdStore::Get(const std::string& key) {
@@ -46,39 +91,60 @@ Bytes EtcdStore::Get(const std::string& key) {
   }
 }
 
+// Never conflicts: the transaction puts this ADD's own delta key and reads every delta back at
+// the revision it commits at; the key itself is created ("0") by the first ADD, so that waits and
+// CHECK see it. ADD 0 only reads (and creates a missing key, as TCPStore's does).
 std::int64_t EtcdStore::Add(const std::string& key, std::int64_t delta) {
   std::int64_t revision = 0;
-  std::optional<KeyValue> current = Read(key, revision);
-  for (int conflict = 0; conflict < kMaxConflicts; ++conflict) {
-    std::int64_t value = 0;
-    if (current) {
-      const auto parsed = ParseCounter(ToBytes(current->value));
-      if (!parsed) throw std::invalid_argument("ADD on key '" + key + "': its value is not an integer");
-      value = *parsed;
-    }
-    value += delta;
-    TxnReply txn = ParseTxn(Call("/v3/kv/txn", CompareAndPutBody(
-                                                   Full(key), current ? current->mod_revision : 0,
-                                                   std::to_string(value))));
-    if (txn.succeeded) return value;
-    current = txn.read.empty() ? std::nullopt : std::optional(std::move(txn.read.front()));
+  if (delta == 0) {
+    if (auto current = Read(key, revision)) return CounterOf(key, *current);
   }
-  throw StoreConnectionError("etcd: ADD on '" + key + "' lost " + std::to_string(kMaxConflicts) +
-                             " transactions in a row");
+  using nlohmann::json;
+  const std::string full = Full(key);
+  const std::string deltas = DeltaPrefix(key);
+  json put_delta = json::array();
+  if (delta != 0) put_delta.push_back(PutOp(NextDeltaKey(key), std::to_string(delta)));
+  json created = json::array({PutOp(full, "0")});
+  json existing = json::array({RangeOp(full)});
+  for (json* branch : {&created, &existing}) {
+    for (const json& op : put_delta) branch->push_back(op);
+    branch->push_back(RangeOp(deltas, PrefixEnd(deltas)));
+  }
+  TxnReply txn = ParseTxn(Call(
+      "/v3/kv/txn", TxnBody(json::array({CreatedAtCompare(full, 0)}), created, existing)));
+  try {
+    std::int64_t sum = txn.succeeded ? 0 : CounterOf(key, txn.ranges.at(0).at(0));
+    for (const KeyValue& each : txn.ranges.back()) sum += CounterOf(key, each);
+    return sum;
+  } catch (const std::invalid_argument&) {  // not a counter: leave the key as it was
+    if (!put_delta.empty()) {
+      const std::string mine = FromBase64(put_delta[0]["requestPut"]["key"].get<std::string>());
+      ParseDelete(Call("/v3/kv/deleterange", DeleteRangeBody(mine)));
+    }
+    throw;
+  }
 }
 
 // TCPStore's semantics (KeySpace::CompareSet): a missing key matches an empty `expected` only.
+// A counter compares as its sum; a successful swap drops its deltas, as SET does.
 Bytes EtcdStore::CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  using nlohmann::json;
   std::int64_t revision = 0;
   std::optional<KeyValue> current = Read(key, revision);
+  const std::string full = Full(key);
+  const std::string deltas = DeltaPrefix(key);
   for (int conflict = 0; conflict < kMaxConflicts; ++conflict) {
     if (!current && !expected.empty()) return expected;
     if (current && ToBytes(current->value) != expected) return ToBytes(current->value);
-    TxnReply txn = ParseTxn(Call("/v3/kv/txn",
-                                 CompareAndPutBody(Full(key), current ? current->mod_revision : 0,
-                                                   Text(desired))));
+    json compare{{"key", Base64(full)}, {"result", "EQUAL"}, {"target", "MOD"},
+                 {"mod_revision", std::to_string(current ? current->mod_revision : 0)}};
+    TxnReply txn = ParseTxn(Call(
+        "/v3/kv/txn",
+        TxnBody(json::array({compare}),
+                json::array({PutOp(full, Text(desired)), DeleteOp(deltas, PrefixEnd(deltas))}),
+                json::array({RangeOp(full), RangeOp(deltas, PrefixEnd(deltas))}))));
     if (txn.succeeded) return desired;
-    current = txn.read.empty() ? std::nullopt : std::optional(std::move(txn.read.front()));
+    current = Combine(key, std::move(txn.ranges.at(0)), txn.ranges.at(1));
   }
   throw StoreConnectionError("etcd: COMPARE_SET on '" + key + "' lost " +
                              std::to_string(kMaxConflicts) + " transactions in a row");
@@ -136,6 +202,8 @@ void EtcdStore::AwaitKey(const std::string& key, std::int64_t revision, Clock::t
 }
 
 bool EtcdStore::DeleteKey(const std::string& key) {
+  const std::string deltas = DeltaPrefix(key);
+  ParseDelete(Call("/v3/kv/deleterange", DeleteRangeBody(deltas, PrefixEnd(deltas))));
   return ParseDelete(Call("/v3/kv/deleterange", DeleteRangeBody(Full(key)))).deleted > 0;
 }
 

@@ -159,14 +159,34 @@ json DeleteRangeBody(std::string_view key, std::string_view range_end) {
   return body;
 }
 
+json PutOp(std::string_view key, std::string_view value) {
+  return json{{"requestPut", PutBody(key, value)}};
+}
+json RangeOp(std::string_view key, std::string_view range_end) {
+  return json{{"requestRange", RangeBody(key, range_end)}};
+}
+json DeleteOp(std::string_view key, std::string_view range_end) {
+  return json{{"requestDeleteRange", DeleteRangeBody(key, range_end)}};
+}
+
+json CreatedAtCompare(std::string_view key, std::int64_t revision) {
+  return json{{"key", Base64(key)}, {"result", "EQUAL"}, {"target", "CREATE"},
+              {"create_revision", Text(revision)}};
+}
+
+json TxnBody(json compares, json success, json failure) {
+  return json{{"compare", std::move(compares)},
+              {"success", std::move(success)},
+              {"failure", std::move(failure)}};
+}
+
 json CompareAndPutBody(std::string_view key, std::int64_t expected_mod_revision,
                        std::string_view desired, std::int64_t lease) {
-  const std::string key64 = Base64(key);
-  json compare{{"key", key64}, {"result", "EQUAL"}, {"target", "MOD"},
+  json compare{{"key", Base64(key)}, {"result", "EQUAL"}, {"target", "MOD"},
                {"mod_revision", Text(expected_mod_revision)}};
-  return json{{"compare", json::array({compare})},
-              {"success", json::array({json{{"requestPut", PutBody(key, desired, lease)}}})},
-              {"failure", json::array({json{{"requestRange", RangeBody(key)}}})}};
+  return TxnBody(json::array({compare}),
+                 json::array({json{{"requestPut", PutBody(key, desired, lease)}}}),
+                 json::array({RangeOp(key)}));
 }
 
 json LeaseGrantBody(std::int64_t ttl_seconds) { return json{{"TTL", Text(ttl_seconds)}}; }
@@ -210,8 +230,11 @@ TxnReply ParseTxn(const json& reply) {
     if (succeeded != reply.end() && !succeeded->is_boolean()) Unexpected("succeeded is not a bool");
     txn.succeeded = succeeded != reply.end() && succeeded->get<bool>();
     for (const json& response : Array(reply, "responses")) {
-      const json& range = Object(response, "response_range");
-      for (KeyValue& kv : ReadKvs(range)) txn.read.push_back(std::move(kv));
+      if (!response.is_object()) Unexpected("a txn response is not an object");
+      std::vector<KeyValue> kvs;
+      if (response.contains("response_range")) kvs = ReadKvs(Object(response, "response_range"));
+      txn.read.insert(txn.read.end(), kvs.begin(), kvs.end());
+      txn.ranges.push_back(std::move(kvs));
     }
     return txn;
   });

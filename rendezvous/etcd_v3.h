@@ -59,6 +59,14 @@ nlohmann::json RangeBody(std::string_view key, std::string_view range_end = {},
                          bool count_only = false, std::int64_t limit = 0);
 nlohmann::json DeleteRangeBody(std::string_view key, std::string_view range_end = {});
 
+// Transaction building blocks: etcd's RequestOp (put, range, delete) and Compare, and a txn.
+nlohmann::json PutOp(std::string_view key, std::string_view value);
+nlohmann::json RangeOp(std::string_view key, std::string_view range_end = {});
+nlohmann::json DeleteOp(std::string_view key, std::string_view range_end = {});
+// True when `key`'s create_revision is `revision` (0: the key does not exist).
+nlohmann::json CreatedAtCompare(std::string_view key, std::int64_t revision);
+nlohmann::json TxnBody(nlohmann::json compares, nlohmann::json success, nlohmann::json failure);
+
 // A transaction on one key: `desired` is put (with `lease`) when the key's mod_revision is
 // `expected_mod_revision` (0: the key does not exist); otherwise the key is read back.
 nlohmann::json CompareAndPutBody(std::string_view key, std::int64_t expected_mod_revision,
@@ -96,7 +104,9 @@ struct DeleteReply {
 struct TxnReply {
   Header header;
   bool succeeded = false;
-  std::vector<KeyValue> read;  // the failure branch's range (CompareAndPutBody)
+  std::vector<KeyValue> read;  // every range response's kvs, in order (CompareAndPutBody's read)
+  std::vector<std::vector<KeyValue>> ranges;  // per response of the branch: its kvs (none: a
+                                              // put or a delete)
 };
 
 struct LeaseReply {

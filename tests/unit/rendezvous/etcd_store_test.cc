@@ -69,6 +69,32 @@ TEST_CASE("etcd store: ADD from 4 threads loses no increment", "[etcd][store]") 
   CHECK_THROWS_AS(store.Add("text", 1), std::invalid_argument);
 }
 
+TEST_CASE("etcd store: counters as TCPStore's, over delta keys", "[etcd][store]") {
+  EtcdServer server;
+  EtcdStore store(Options(server, "/job-c/"));
+  CHECK(store.Add("n", 0) == 0);  // ADD 0 creates a missing counter, as TCPStore's does
+  CHECK(store.Check({"n"}));
+  CHECK(store.Add("fresh", 3) == 3);
+  CHECK(store.Check({"fresh"}));  // created by its first ADD: waits and CHECK see it
+  CHECK(store.Add("fresh", -1) == 2);
+  CHECK(store.GetString("fresh") == "2");
+  CHECK(store.NumKeys() == 2);  // the deltas live outside the prefix
+  store.SetString("hint", "5");  // SET then ADD: the set value is the base
+  CHECK(store.Add("hint", 0) == 5);
+  CHECK(store.Add("hint", 2) == 7);
+  store.SetString("hint", "1");  // SET resets a counter
+  CHECK(store.Add("hint", 0) == 1);
+  CHECK(store.GetString("hint") == "1");
+  CHECK(store.CompareSet("fresh", B("2"), B("10")) == B("10"));  // compares the sum; drops deltas
+  CHECK(store.Add("fresh", 1) == 11);
+  CHECK(store.DeleteKey("fresh"));
+  CHECK_FALSE(store.Check({"fresh"}));
+  CHECK(store.Add("fresh", 1) == 1);  // deleted with its deltas
+  store.SetString("text", "abc");
+  CHECK_THROWS_AS(store.Add("text", 1), std::invalid_argument);
+  CHECK(store.GetString("text") == "abc");  // a failed ADD leaves the key as it was
+}
+
 TEST_CASE("etcd store: COMPARE_SET as TCPStore's", "[etcd][store]") {
   EtcdServer server;
   EtcdStore store(Options(server));
