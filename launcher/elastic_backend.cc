@@ -138,6 +138,9 @@ rendezvous::etcd::EtcdStoreOptions EtcdOptions(const elastic::LaunchConfig& conf
   // the client fails over to the next; never above read_timeout.
   options.client.timeout = std::min(settings.read_timeout,
                                     std::max(milliseconds{1'000}, settings.HeartbeatTimeout() / 2));
+  // An outage shorter than the heartbeat timeout (a leader election after the leader member's
+  // loss) is waited out: leases survive it (a new leader renews them), so nothing notices.
+  options.client.patience = std::min(settings.read_timeout, settings.HeartbeatTimeout());
   if (settings.etcd_tls) {
     options.client.tls =
         rendezvous::etcd::EtcdTls{settings.etcd_cacert, settings.etcd_cert, settings.etcd_key};

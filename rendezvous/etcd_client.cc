@@ -409,6 +409,23 @@ EtcdClient::~EtcdClient() = default;
 json EtcdClient::Call(const std::string& path, const json& body) {
   const std::string text = body.dump();
   std::lock_guard lock(mutex_);
+  const auto give_up = std::chrono::steady_clock::now() + options_.patience;
+  for (;;) {
+    try {
+      return CallMembers(path, text);
+    } catch (const EtcdUnavailable&) {
+      if (std::chrono::steady_clock::now() + kPatiencePause > give_up) throw;
+      if (!PauseUnlessInterrupted(kPatiencePause)) throw;
+    }
+  }
+}
+
+bool EtcdClient::PauseUnlessInterrupted(std::chrono::milliseconds duration) {
+  std::unique_lock lock(pause_mutex_);
+  return !pause_cv_.wait_for(lock, duration, [this] { return interrupted_.load(); });
+}
+
+json EtcdClient::CallMembers(const std::string& path, const std::string& text) {
   std::string problems;
   const std::size_t members = options_.endpoints.size();
   for (std::size_t i = 0; i < members; ++i) {
@@ -452,7 +469,11 @@ json EtcdClient::CallMember(std::size_t member, const std::string& path, const s
 }
 
 void EtcdClient::Interrupt() {
-  interrupted_ = true;
+  {
+    std::lock_guard pause_lock(pause_mutex_);
+    interrupted_ = true;
+  }
+  pause_cv_.notify_all();
   std::lock_guard io_lock(io_mutex_);
   if (connection_) connection_->Interrupt();
 }

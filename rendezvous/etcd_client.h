@@ -12,6 +12,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,7 +40,13 @@ struct EtcdClientOptions {
   std::vector<HostPort> endpoints;               // every member, host:port of its client URL
   std::chrono::milliseconds timeout{5'000};      // one request on one member
   std::optional<EtcdTls> tls{};                  // none: plain http
+  // When no member answered (a leader election after the leader's loss, a member restarting),
+  // the members are tried again, kPatiencePause apart, for this long before EtcdUnavailable
+  // (0: once).
+  std::chrono::milliseconds patience{};
 };
+
+inline constexpr std::chrono::milliseconds kPatiencePause{100};
 
 // The OpenSSL context built from EtcdTls (etcd_client.cc), shared by a client's connections.
 class EtcdTlsContext;
@@ -69,6 +76,10 @@ class EtcdClient {
  private:
   class Connection;
   nlohmann::json CallMember(std::size_t member, const std::string& path, const std::string& body);
+  // Every member once, from the one that answered last.
+  nlohmann::json CallMembers(const std::string& path, const std::string& body);
+  // Waits `duration`; false at once when interrupted.
+  bool PauseUnlessInterrupted(std::chrono::milliseconds duration);
 
   EtcdClientOptions options_;
   std::shared_ptr<EtcdTlsContext> tls_;  // null: plain http
@@ -77,6 +88,8 @@ class EtcdClient {
   std::unique_ptr<Connection> connection_;  // kept alive; replaced under io_mutex_ too
   std::mutex io_mutex_;                     // connection_ for Interrupt() on another thread
   std::atomic<bool> interrupted_{false};
+  std::mutex pause_mutex_;
+  std::condition_variable pause_cv_;  // Interrupt() ends a patience pause
 };
 
 // One watch stream (POST /v3/watch) on the first member that accepts it. Next() returns the

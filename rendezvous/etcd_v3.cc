@@ -225,7 +225,7 @@ DeleteReply ParseDelete(const json& reply) {
 TxnReply ParseTxn(const json& reply) {
   return Guarded([&]() -> TxnReply {
     ThrowIfError(reply);
-    TxnReply txn{ReadHeader(reply), false, {}};
+    TxnReply txn{ReadHeader(reply), false, {}, {}};
     const auto succeeded = reply.find("succeeded");
     if (succeeded != reply.end() && !succeeded->is_boolean()) Unexpected("succeeded is not a bool");
     txn.succeeded = succeeded != reply.end() && succeeded->get<bool>();

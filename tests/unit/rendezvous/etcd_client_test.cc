@@ -82,6 +82,19 @@ TEST_CASE("etcd client: a dead member is skipped; no member names each one's pro
   }
 }
 
+TEST_CASE("etcd client: patience retries the members, and Interrupt ends it at once",
+          "[etcd][tcp]") {
+  const HostPort dead{"127.0.0.1", FreePort()};
+  EtcdClient client({{dead}, 1s, std::nullopt, 60s});
+  auto call = std::async(std::launch::async,
+                         [&client] { return client.Call("/v3/kv/range", RangeBody("a")); });
+  // Refused at once, yet still trying: a leader election is waited out the same way.
+  REQUIRE(call.wait_for(500ms) == std::future_status::timeout);
+  client.Interrupt();
+  REQUIRE(call.wait_for(2s) == std::future_status::ready);
+  CHECK_THROWS_AS(call.get(), EtcdUnavailable);
+}
+
 TEST_CASE("etcd watch: events arrive, deadlines return, Interrupt ends a wait", "[etcd][tcp]") {
   EtcdServer server;
   const EtcdClientOptions options{{server.Endpoint()}, 5s};

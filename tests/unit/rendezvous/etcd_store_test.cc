@@ -181,7 +181,8 @@ namespace ddprun::rendezvous::etcd {
 TEST_CASE("etcd store: a wait survives the loss of its member", "[etcd][store]") {
   EtcdCluster cluster(3);
   EtcdStore waiter({{cluster.Endpoints(), 2s}, "/job/"});
-  EtcdStore writer({{{cluster.Endpoint(1), cluster.Endpoint(2)}, 2s}, "/job/"});
+  // The killed member may be the leader: the writer waits the election out (patience).
+  EtcdStore writer({{{cluster.Endpoint(1), cluster.Endpoint(2)}, 2s, std::nullopt, 10s}, "/job/"});
   auto waiting = std::async(std::launch::async, [&waiter] { waiter.Wait({"k"}, 30s); });
   REQUIRE(waiting.wait_for(300ms) == std::future_status::timeout);  // watching on member 0
   cluster.Kill(0);
