@@ -107,6 +107,10 @@ struct LaunchConfig {
   std::string python;  // --python, DDPRUN_PYTHON, else "python3"
   std::string training_script;
   std::vector<std::string> training_script_args;
+  // torch.distributed.launch's argument: "local_rank" or "local-rank" puts
+  // --<it>=<local rank> right after the script, before its arguments (--pass_local_rank, or
+  // ddprun-launch without --use_env); none: torchrun's command (LOCAL_RANK only).
+  std::optional<std::string> local_rank_arg;
 
   // Logs.
   std::optional<std::string> log_dir;  // none: a temporary directory removed at exit

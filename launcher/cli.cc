@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <string_view>
+#include <utility>
 
 #include "common/errors.h"
 #include "common/version.h"
@@ -25,11 +27,19 @@ constexpr const char* kFooter =
     "Multi-word options are spelled both --a_b and --a-b; unambiguous prefixes are accepted.\n"
     "[PET_X] marks the environment variable that gives the option's default.";
 
+constexpr const char* kLegacyFooter =
+    "\nAs ddprun-launch (torch.distributed.launch's stand-in), every worker also gets\n"
+    "--local_rank=N right after the script, unless --use_env (--pass_local_rank: its spelling).";
+
 class HelpFormatter : public CLI::Formatter {
  public:
+  explicit HelpFormatter(std::string program) : program_(std::move(program)) {}
   std::string make_usage(const CLI::App*, std::string) const override {
-    return "usage: ddprun [options] training_script [training_script_args...]\n";
+    return "usage: " + program_ + " [options] training_script [training_script_args...]\n";
   }
+
+ private:
+  std::string program_;
 };
 
 std::string CliNames(const OptionSpec& spec) {
@@ -52,10 +62,11 @@ std::string OneLine(std::string text) {
 // The CLI11 application over the option table, with string storage for every value.
 class Parser {
  public:
-  Parser() : app_(kDescription, "ddprun") {
-    app_.formatter(std::make_shared<HelpFormatter>());
+  explicit Parser(Personality personality) : app_(kDescription, "ddprun") {
+    const bool legacy = personality == Personality::kLegacyLaunch;
+    app_.formatter(std::make_shared<HelpFormatter>(legacy ? kLegacyLaunchName : "ddprun"));
     app_.get_formatter()->column_width(46);
-    app_.footer(kFooter);
+    app_.footer(legacy ? std::string(kFooter) + kLegacyFooter : std::string(kFooter));
     app_.prefix_command();
     app_.set_help_flag();
     for (const OptionSpec& spec : cli::Options()) Add(spec);
@@ -141,18 +152,28 @@ bool RawValues::On(const std::string& dest) const {
 
 }  // namespace cli
 
+Personality PersonalityOf(const char* argv0) {
+  if (argv0 == nullptr) return Personality::kTorchrun;
+  const std::string_view path(argv0);
+  const std::size_t slash = path.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  return name == kLegacyLaunchName ? Personality::kLegacyLaunch : Personality::kTorchrun;
+}
+
 CliResult ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env,
-                           const GpuCounter& gpus) {
+                           const GpuCounter& gpus, Personality personality) {
   const cli::SplitArgs split = cli::NormaliseArgs(args);
-  Parser parser;
+  Parser parser(personality);
   if (auto text = parser.Parse(split.options)) {
     return {CliResult::Action::kPrintAndExit, {}, std::move(*text)};
   }
-  return {CliResult::Action::kRun, cli::BuildConfig(parser.Collect(env), split, env, gpus), ""};
+  return {CliResult::Action::kRun,
+          cli::BuildConfig(parser.Collect(env), split, env, gpus, personality), ""};
 }
 
-CliResult ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env) {
-  return ParseCommandLine(args, env, CudaDeviceCount);
+CliResult ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env,
+                           Personality personality) {
+  return ParseCommandLine(args, env, CudaDeviceCount, personality);
 }
 
 EnvLookup ProcessEnv() {

@@ -23,13 +23,22 @@ struct CliResult {
   std::string text;              // --help / --version text when kPrintAndExit (stdout, exit 0)
 };
 
+// Which launcher ddprun stands in for, from the name it was started under (argv[0]):
+// torchrun (`ddprun`, any other name), or torch.distributed.launch (`ddprun-launch`, installed
+// as a link to ddprun), whose workers get --local_rank=N after the script unless --use_env.
+enum class Personality { kTorchrun, kLegacyLaunch };
+inline constexpr const char* kLegacyLaunchName = "ddprun-launch";
+Personality PersonalityOf(const char* argv0);  // by the basename of argv[0]
+
 // Parses `args` (argv without argv[0]); `env` supplies PET_* and the other variables read.
 // Resolves as torchrun's run(): standalone switch, master port 29500, static endpoint
 // master_addr:master_port, rdzv_conf rank/timeout, nproc_per_node (GPUs counted by `gpus`).
 CliResult ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env,
-                           const GpuCounter& gpus);
+                           const GpuCounter& gpus,
+                           Personality personality = Personality::kTorchrun);
 // Same, counting GPUs through the CUDA driver.
-CliResult ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env);
+CliResult ParseCommandLine(const std::vector<std::string>& args, const EnvLookup& env,
+                           Personality personality = Personality::kTorchrun);
 
 // The process environment (getenv).
 EnvLookup ProcessEnv();

@@ -179,6 +179,28 @@ void FillCompatibility(const RawValues& raw, LaunchConfig& config) {
   config.dry_run = raw.On("dry_run");
 }
 
+// torch.distributed.launch's --local_rank argument: --pass_local_rank, else ddprun-launch's
+// default (local_rank, torch 1.x's spelling, unless --use_env); torchrun never passes it.
+void FillLocalRankArg(const RawValues& raw, Personality personality, LaunchConfig& config) {
+  const bool use_env = raw.On("use_env");
+  if (const Given* given = raw.Find("pass_local_rank")) {
+    RequireChoice(given->text, given->name, Choices("pass_local_rank"));
+    if (use_env) {
+      throw UsageError(given->name + "=" + given->text +
+                       ": contradicts --use_env (the local rank in LOCAL_RANK only); give one");
+    }
+    config.local_rank_arg = given->text;
+    return;
+  }
+  if (personality != Personality::kLegacyLaunch || use_env) return;
+  if (raw.On("no_python")) {  // torch.distributed.launch's own rule, its message
+    throw UsageError(
+        "When using the '--no_python' flag, you must also set the '--use_env' flag "
+        "(--pass_local_rank=local_rank gives the program --local_rank=N anyway).");
+  }
+  config.local_rank_arg = "local_rank";
+}
+
 void FillEventLog(const RawValues& raw, const EnvLookup& env, LaunchConfig& config) {
   const Given* given = raw.Find("event_log");
   const auto path = given ? std::optional(given->text) : NonEmptyEnv(env, "DDPRUN_EVENT_LOG");
@@ -292,7 +314,7 @@ void RecordNames(const RawValues& raw, LaunchConfig& config) {
 }  // namespace
 
 LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const EnvLookup& env,
-                         const GpuCounter& gpus) {
+                         const GpuCounter& gpus, Personality personality) {
   LaunchConfig config;
   const RawValues raw = ApplyEnvPreset(given, env, config);  // flag > PET_* > preset > default
   RecordNames(raw, config);
@@ -301,6 +323,7 @@ LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const E
   FillLaunch(raw, env, config);
   FillLogging(raw, env, config);
   FillCompatibility(raw, config);
+  FillLocalRankArg(raw, personality, config);
   FillEventLog(raw, env, config);
   ResolveNproc(raw, gpus, config);  // flag errors first, then the script's
   FillScript(raw, split, env, config);

@@ -70,7 +70,8 @@ std::string CompletionScript(const std::string& shell, const std::string& given_
 
 // Validates and resolves everything into a LaunchConfig (cli_config.cc).
 elastic::LaunchConfig BuildConfig(const RawValues& raw, const SplitArgs& split,
-                                  const EnvLookup& env, const GpuCounter& gpus);
+                                  const EnvLookup& env, const GpuCounter& gpus,
+                                  Personality personality = Personality::kTorchrun);
 
 // The rendezvous decisions (cli_rendezvous.cc), shared by the launch and --dry_run.
 // --rdzv_conf values with torchrun's defaults; a bad value throws UsageError naming the key.

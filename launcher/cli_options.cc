@@ -15,9 +15,10 @@ constexpr const char* kStatic = "Static rendezvous (torch.distributed.launch com
 constexpr const char* kLaunch = "User-code launch";
 constexpr const char* kLogging = "Logging";
 constexpr const char* kCompat = "Compatibility (accepted, no effect)";
+constexpr const char* kLegacy = "torch.distributed.launch compatibility";
 constexpr const char* kDdprun = "ddprun";
 
-constexpr std::array<OptionSpec, 38> kOptions{{
+constexpr std::array<OptionSpec, 40> kOptions{{
     {"nnodes", 0, "N|MIN:MAX", true, kSize, "number of nodes, or the range of nodes (default 1:1)"},
     {"nproc_per_node", 0, "N|auto|cpu|gpu", true, kSize,
      "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)",
@@ -75,6 +76,13 @@ constexpr std::array<OptionSpec, 38> kOptions{{
     {"logs_specs", 0, "NAME", false, kCompat, "torchrun LogsSpecs entry point name"},
     {"numa_binding", 0, "MODE", false, kCompat, "node, socket, exclusive or core-complex",
      "node socket exclusive core-complex"},
+    {"use_env", 0, nullptr, false, kLegacy,
+     "workers read their local rank from LOCAL_RANK (always set): no --local_rank argument "
+     "(ddprun's default; turns ddprun-launch's off)"},
+    {"pass_local_rank", 0, "local_rank|local-rank", false, kLegacy,
+     "also pass each worker --local_rank=N (torch 1.x) or --local-rank=N (torch 2) right after "
+     "the script, as torch.distributed.launch (default: no; local_rank as ddprun-launch)",
+     "local_rank local-rank"},
     {"env_preset", 0, "NAME", true, kDdprun,
      "take nnodes, node_rank, master address (...) from a platform's variables: aiplatform, "
      "azureml, skypilot or slurm; flags and PET_* still win (docs/env_presets.md)",

@@ -81,6 +81,9 @@ std::vector<std::string> BuildCommand(const LaunchConfig& config) {
       command = {config.python, "-u", "-c", kRunPathBootstrap, config.training_script};
       break;
   }
+  // As torch.distributed.launch: after the script (module, program), before its arguments;
+  // ${local_rank} becomes each worker's local rank (elastic/attempt_plan.cc).
+  if (config.local_rank_arg) command.push_back("--" + *config.local_rank_arg + "=${local_rank}");
   command.insert(command.end(), config.training_script_args.begin(),
                  config.training_script_args.end());
   return command;

@@ -12,7 +12,8 @@ namespace ddprun::launcher {
 // The process environment as a map.
 elastic::Environment CurrentEnvironment();
 
-// torchrun's worker command: [python, -u, (-m), script, args...], or [script, args...].
+// torchrun's worker command: [python, -u, (-m), script, args...], or [script, args...]; with
+// config.local_rank_arg, --<it>=${local_rank} right after the script.
 std::vector<std::string> BuildCommand(const elastic::LaunchConfig& config);
 
 // The name shown in "<name> FAILED": the script, module or binary.

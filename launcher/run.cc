@@ -90,8 +90,8 @@ int Main(int argc, char** argv) {
   if (IsSessionKeeper(argc, argv)) return RunSessionKeeper();  // before any flag is looked at
   InitLogging();
   try {
-    const CliResult cli =
-        ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), ProcessEnv());
+    const CliResult cli = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc),
+                                           ProcessEnv(), PersonalityOf(argv[0]));
     if (cli.action == CliResult::Action::kPrintAndExit) {
       std::cout << cli.text << std::flush;
       return 0;

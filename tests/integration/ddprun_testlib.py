@@ -22,6 +22,8 @@ import uuid
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_DIR = os.path.abspath(os.environ.get("DDPRUN_BUILD_DIR", os.path.join(REPO_ROOT, "build")))
 DDPRUN = os.path.join(BUILD_DIR, "launcher", "ddprun")
+# A link to ddprun: started under this name it stands in for torch.distributed.launch.
+DDPRUN_LAUNCH = os.path.join(BUILD_DIR, "launcher", "ddprun-launch")
 FAKE_WORKER = os.path.join(BUILD_DIR, "tests", "fake_worker")
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one with torch (if installed)
 MARKER_VAR = "DDPRUN_TEST_MARKER"

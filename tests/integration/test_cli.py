@@ -4,14 +4,14 @@ spellings, PET_* defaults, --help and --version.
 import os
 import unittest
 
-from ddprun_testlib import DdprunTestCase, FAKE_WORKER, free_port, read_json
+from ddprun_testlib import DDPRUN, DDPRUN_LAUNCH, DdprunTestCase, FAKE_WORKER, free_port, read_json
 
 
 class CliErrorTest(DdprunTestCase):
     """Bad input: exactly one line on stderr naming the problem, exit code 2, nothing started."""
 
-    def assert_usage_error(self, args, must_mention, env=None):
-        result = self.ddprun(*args, env=env, timeout=20)
+    def assert_usage_error(self, args, must_mention, env=None, program=DDPRUN):
+        result = self.run_launcher([program] + args, env=env, timeout=20)
         self.assertExit(result, 2)
         lines = [l for l in result.stderr.splitlines() if l.strip()]
         self.assertEqual(len(lines), 1, "expected one line on stderr\n" + result.describe())
@@ -50,6 +50,21 @@ class CliErrorTest(DdprunTestCase):
         self.assertIn("serves the rendezvous store at 127.0.0.1:29411", result.stdout)
         self.assertIn("the store moves to a member of the last round, on port 29411; a node "
                       "without a round tries the 2 endpoints in order", result.stdout)
+
+    def test_ddprun_launch_passes_local_rank_after_the_script(self):
+        script = self.path("train.py")
+        open(script, "w").close()
+        result = self.run_launcher([DDPRUN_LAUNCH, "--dry_run", "--python=python3",
+                                    "--nproc_per_node=2", script, "--lr", "1"], timeout=20)
+        self.assertExit(result, 0)
+        for rank in (0, 1):
+            self.assertIn("  command: python3 -u %s --local_rank=%d --lr 1\n" % (script, rank),
+                          result.stdout, result.describe())
+
+    def test_pass_local_rank_bad_value(self):
+        line = self.assert_usage_error(["--pass_local_rank=rank"] + self.worker(),
+                                       ["--pass_local_rank=rank"], program=DDPRUN_LAUNCH)
+        self.assertIn("local_rank or local-rank", line)
 
     def test_nnodes_zero(self):
         self.assert_usage_error(["--nnodes=0"] + self.worker(), ["nnodes"])

@@ -1,7 +1,7 @@
 """Worker for test_real_world_lines.py: usage report_env_worker.py OUTDIR.
 
-1. Records the launcher-given environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...) in
-   OUTDIR/env_<RANK>.json (written atomically: tmp file, then rename).
+1. Records the launcher-given environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...) and
+   its arguments in OUTDIR/env_<RANK>.json (written atomically: tmp file, then rename).
 2. Forms a gloo process group with init_method="env://" (60 s timeout), all_reduces a tensor
    holding its rank and checks the sum against world*(world-1)/2.
 3. Rewrites the json with the result, destroys the group, and exits 0 (3 on a mismatch).
@@ -29,8 +29,7 @@ def write_record(out_dir, rank, record):
     os.replace(tmp, path)
 
 
-def main():
-    out_dir = sys.argv[1]
+def main(out_dir):
     rank = os.environ.get("RANK", "norank")
     record = {"env": {key: os.environ.get(key) for key in RECORDED},
               "argv": sys.argv[1:], "pid": os.getpid()}
@@ -55,4 +54,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1]))

@@ -6,15 +6,20 @@ id and source. A line is run as the tool that writes it would run it: `nodes` ag
 (node rank i on agent i), placeholders substituted ({port}: a fresh free port per line,
 {node_rank}, {nproc}, {world_size}), the line's `env` added, and `--python /usr/bin/python3` put
 before the line's arguments; the script is report_env_worker.py OUTDIR, which records its
-environment in OUTDIR/env_<RANK>.json, forms a gloo group through env:// and checks an
-all_reduce of the ranks.
+environment and arguments in OUTDIR/env_<RANK>.json, forms a gloo group through env:// and
+checks an all_reduce of the ranks. `program` names the launcher: ddprun (the default), or
+ddprun-launch (the build's link to ddprun, torch.distributed.launch's stand-in) for the lines
+that platforms still write with `python -m torch.distributed.launch`.
 
 - expect.exit 0: every agent exits 0; every rank 0..world-1 wrote its json; RANK, LOCAL_RANK,
   WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK and GROUP_WORLD_SIZE are consistent; every worker
   agrees on MASTER_ADDR, MASTER_PORT and TORCHELASTIC_RUN_ID; expect.worker_env values are exact
   (MASTER_PORT={port} for every static line that gives a port, checked by
   test_table_is_well_formed), expect.worker_env_match values are regular expressions; the
-  all_reduce sum is world*(world-1)/2.
+  all_reduce sum is world*(world-1)/2. The workers' arguments are OUTDIR alone, or with
+  expect.local_rank_arg (local_rank or local-rank: torch.distributed.launch's argument)
+  --<it>=<LOCAL_RANK> OUTDIR: those lines run local_rank_arg_worker.py, which parses
+  --local_rank with argparse as AzureML's samples do and fails without it.
 - expect.exit 2: every agent exits 2 with exactly one non-empty stderr line, starting
   `ddprun: error: ` and containing each expect.stderr substring, no traceback, nothing on
   stdout, and no worker ran (no json). expect.today marks lines refused only because a planned
@@ -48,6 +53,8 @@ lib.exit_if_no_torch()
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLE_PATH = os.path.join(HERE, "real_world_lines.json")
 WORKER = os.path.join(HERE, "report_env_worker.py")
+LOCAL_RANK_ARG_WORKER = os.path.join(HERE, "local_rank_arg_worker.py")
+PROGRAMS = {"ddprun": lib.DDPRUN, "ddprun-launch": lib.DDPRUN_LAUNCH}
 
 NPROC = 2                # workers per agent: at most 2 on the 2-core CI machine
 RUN_TIMEOUT = 120.0      # seconds for one line's real run, all agents together
@@ -58,9 +65,10 @@ HELD_PORT = 29500        # torchrun's default master port, held by an unrelated 
 
 PLACEHOLDERS = ("port", "node_rank", "nproc", "world_size")
 PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
-LINE_KEYS = {"id", "source", "origin", "nodes", "args", "env", "expect"}
-EXPECT_KEYS = {"exit", "stderr", "today", "worker_env", "worker_env_match"}
-FLAG_OPTIONS = {"standalone", "module", "no_python", "run_path", "virtual_local_rank", "m"}
+LINE_KEYS = {"id", "source", "origin", "program", "nodes", "args", "env", "expect"}
+EXPECT_KEYS = {"exit", "stderr", "today", "worker_env", "worker_env_match", "local_rank_arg"}
+FLAG_OPTIONS = {"standalone", "module", "no_python", "run_path", "virtual_local_rank", "m",
+                "use_env"}
 ERROR_PREFIX = "ddprun: error: "
 
 
@@ -155,7 +163,7 @@ class Outcome:
 
 class RealWorldLinesTest(lib.DdprunTestCase):
 
-    require_binaries = (lib.DDPRUN,)
+    require_binaries = tuple(PROGRAMS.values())
 
     # -- running one line ----------------------------------------------------------------------
 
@@ -165,12 +173,13 @@ class RealWorldLinesTest(lib.DdprunTestCase):
 
     def agent_argv(self, line, port, node, out_dir, dry_run):
         values = self.values(line, port, node)
-        argv = [lib.DDPRUN]
+        argv = [PROGRAMS[line.get("program", "ddprun")]]
         if dry_run:
             argv.append("--dry_run")
         argv += ["--python", lib.SYSTEM_PYTHON]
         argv += [substitute(arg, values) for arg in line["args"]]
-        return argv + [WORKER, out_dir]
+        worker = LOCAL_RANK_ARG_WORKER if "local_rank_arg" in line["expect"] else WORKER
+        return argv + [worker, out_dir]
 
     def agent_env(self, line, port, node):
         values = self.values(line, port, node)
@@ -304,6 +313,10 @@ class RealWorldLinesTest(lib.DdprunTestCase):
                                  "%s\n%s" % (key, where))
             for key, pattern in expect.get("worker_env_match", {}).items():
                 self.assertRegex(env.get(key) or "", pattern, "%s\n%s" % (key, where))
+            argv = [out_dir]  # torch.distributed.launch's argument goes right after the script
+            if "local_rank_arg" in expect:
+                argv.insert(0, "--%s=%s" % (expect["local_rank_arg"], env["LOCAL_RANK"]))
+            self.assertEqual(record["argv"], argv, where)
             self.assertEqual(record.get("pg_rank"), rank, where)
             self.assertEqual(record.get("pg_world_size"), world, where)
             self.assertEqual(record.get("allreduce_sum"), world * (world - 1) // 2, where)
@@ -410,6 +423,7 @@ class RealWorldLinesTest(lib.DdprunTestCase):
                                  where)
             self.assertRegex(line["id"], r"^[a-z0-9]+(-[a-z0-9]+)*$", where)
             self.assertIn(line["nodes"], (1, 2), where)
+            self.assertIn(line.get("program", "ddprun"), PROGRAMS, where)
             self.assertLessEqual(set(line["expect"]), EXPECT_KEYS, where)
             self.assertIn(line["expect"]["exit"], (0, 2), where)
             texts = list(line["args"]) + list(line["env"].values()) + [
@@ -428,6 +442,8 @@ class RealWorldLinesTest(lib.DdprunTestCase):
             if line["expect"]["exit"] == 0:
                 self.assertNotIn("stderr", line["expect"], where)
                 self.assertNotIn("today", line["expect"], where)
+                self.assertIn(line["expect"].get("local_rank_arg", "local_rank"),
+                              ("local_rank", "local-rank"), where)
                 if static_port_given(line):
                     self.assertEqual(line["expect"].get("worker_env", {}).get("MASTER_PORT"),
                                      "{port}", "%s: a static line with a port must expect "
@@ -435,6 +451,7 @@ class RealWorldLinesTest(lib.DdprunTestCase):
             else:
                 self.assertTrue(expected_stderr(line["expect"]), where)
                 self.assertNotIn("worker_env", line["expect"], where)
+                self.assertNotIn("local_rank_arg", line["expect"], where)
 
 
 def _make_line_test(line):

@@ -121,6 +121,8 @@ class Package(unittest.TestCase):
                 self.check_version()
             with self.subTest("launch"):
                 self.check_launch()
+            with self.subTest("ddprun-launch"):
+                self.check_legacy_launch()
             with self.subTest("man"):
                 for program in docs_lib.PROGRAMS:
                     self.assertEqual(run(["man", "-w", program]).stdout.strip(),
@@ -156,6 +158,21 @@ class Package(unittest.TestCase):
                      cwd=tempfile.gettempdir(), env=SYSTEM_ENV)
         self.assertEqual(len(re.findall(r"^rank [01]/2 ok: backend=cpu", result.stdout, re.M)), 2,
                          result.stdout)
+
+    def check_legacy_launch(self):
+        """ddprun-launch, torch.distributed.launch's stand-in: a link to ddprun, documented in
+        ddprun(1), whose workers get --local_rank=N right after the script."""
+        self.assertEqual(self.entries.get("/usr/bin/ddprun-launch"), "l")
+        self.assertEqual(os.readlink("/usr/bin/ddprun-launch"), "ddprun")
+        self.assertEqual(os.readlink("/usr/share/man/man1/ddprun-launch.1.gz"), "ddprun.1.gz")
+        self.assertEqual(run(["man", "-w", "ddprun-launch"]).stdout.strip(),
+                         "/usr/share/man/man1/ddprun.1.gz")  # man-db follows the link
+        with tempfile.TemporaryDirectory() as work:
+            script = os.path.join(work, "train.py")
+            open(script, "w").close()
+            out = run(["ddprun-launch", "--dry-run", "--nproc-per-node=2", script, "--lr", "1"],
+                      env=SYSTEM_ENV).stdout
+        self.assertIn(" %s --local_rank=1 --lr 1\n" % script, out)
 
     def check_completion(self):
         self.assertEqual(docs_lib.bash_complete("ddprun", ["ddprun --nnod"], loader=True),

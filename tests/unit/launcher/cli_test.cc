@@ -8,9 +8,11 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <sstream>
 
 #include "common/errors.h"
 #include "launcher/cli_internal.h"
+#include "launcher/dry_run.h"
 #include "launcher/elastic_backend.h"
 
 namespace {
@@ -23,6 +25,7 @@ using ddprun::launcher::EnvLookup;
 using ddprun::launcher::GpuCount;
 using ddprun::launcher::GpuCounter;
 using ddprun::launcher::ParseCommandLine;
+using ddprun::launcher::Personality;
 using Args = std::vector<std::string>;
 using Env = std::map<std::string, std::string>;
 namespace fs = std::filesystem;
@@ -133,7 +136,40 @@ const std::map<std::string, std::string> kSamples = {
     {"logs_specs", "mine"},
     {"numa_binding", "node"},
     {"event_log", "/tmp/ddprun_cli_test_events.jsonl"},
+    {"pass_local_rank", "local_rank"},
 };
+
+// As ddprun-launch (torch.distributed.launch's stand-in).
+LaunchConfig LegacyConfig(const Args& args, const Env& env = {}) {
+  const CliResult result =
+      ParseCommandLine(args, FakeEnv(env), Gpus(0), Personality::kLegacyLaunch);
+  REQUIRE(result.action == CliResult::Action::kRun);
+  return result.config;
+}
+
+std::string LegacyError(const Args& args) {
+  try {
+    ParseCommandLine(args, FakeEnv({}), Gpus(0), Personality::kLegacyLaunch);
+  } catch (const UsageError& error) {
+    const std::string message = error.what();
+    CHECK(message.find('\n') == std::string::npos);
+    return message;
+  }
+  FAIL("no UsageError");
+  return "";
+}
+
+// Each worker's command line (by local rank) as --dry_run shows it.
+std::vector<std::string> DryRunCommands(const LaunchConfig& config) {
+  std::ostringstream out;
+  ddprun::launcher::PrintDryRun(out, config, {}, {});
+  std::vector<std::string> commands;
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("  command: ")) commands.push_back(line.substr(11));
+  }
+  return commands;
+}
 
 }  // namespace
 
@@ -803,4 +839,97 @@ TEST_CASE("the rendezvous store host: is the endpoint this machine?", "[cli][ela
   CHECK(NamesThisMachine("10.1.2.3", names, addresses));  // resolves to an interface address
   CHECK_FALSE(NamesThisMachine("10.1.2.4", names, addresses));
   CHECK_FALSE(NamesThisMachine("192.0.2.1", names, addresses));  // numeric: no DNS query
+}
+
+TEST_CASE("option --use_env is torch.distributed.launch's, and torchrun's behaviour", "[cli]") {
+  for (const char* spelling : {"--use_env", "--use-env", "--use"}) {
+    INFO(spelling);
+    const LaunchConfig config = Config({spelling, Train(), "--lr", "1"});
+    CHECK_FALSE(config.local_rank_arg);
+    CHECK(config.training_script_args == Args{"--lr", "1"});
+    CHECK_FALSE(LegacyConfig({spelling, Train()}).local_rank_arg);
+  }
+  CHECK_FALSE(Config({Train()}).local_rank_arg);  // torchrun never passes --local_rank
+  CHECK_FALSE(Config({Train()}, {{"PET_USE_ENV", "0"}}).local_rank_arg);
+  CHECK(LegacyConfig({Train()}, {{"PET_USE_ENV", "1"}}).local_rank_arg == "local_rank");  // no PET_
+  CHECK(ErrorWith({"--use_env=1"}) == "argument --use_env: ignored explicit argument '1'");
+}
+
+TEST_CASE("option --pass_local_rank takes local_rank or local-rank", "[cli]") {
+  CHECK(ConfigWith({"--pass_local_rank", "local_rank"}).local_rank_arg == "local_rank");
+  CHECK(ConfigWith({"--pass-local-rank=local-rank"}).local_rank_arg == "local-rank");
+  CHECK(ConfigWith({"--pass=local-rank"}).local_rank_arg == "local-rank");
+  CHECK_FALSE(Config({Train()}, {{"PET_PASS_LOCAL_RANK", "local_rank"}}).local_rank_arg);
+  CHECK(ErrorWith({"--pass_local_rank=localrank"}) ==
+        "--pass_local_rank=localrank: invalid choice; use local_rank or local-rank");
+  CHECK(ErrorWith({"--pass-local-rank", ""}) ==
+        "--pass_local_rank=: invalid choice; use local_rank or local-rank");
+  CHECK(ErrorWith({"--use_env", "--pass_local_rank=local_rank"}) ==
+        "--pass_local_rank=local_rank: contradicts --use_env (the local rank in LOCAL_RANK "
+        "only); give one");
+  // --local_rank still abbreviates --local_ranks_filter, as in torchrun.
+  CHECK(ConfigWith({"--local_rank", "0,1"}).local_ranks_filter == std::vector<int>{0, 1});
+}
+
+TEST_CASE("the local rank argument comes right after the script, as torch.distributed.launch",
+          "[cli][dry_run]") {
+  const std::string train = Train();
+  const LaunchConfig python =
+      ConfigWith({"--nproc_per_node=2", "--pass_local_rank=local_rank", "--python=/p/python3"});
+  CHECK(DryRunCommands(python) == Args{"/p/python3 -u " + train + " --local_rank=0",
+                                       "/p/python3 -u " + train + " --local_rank=1"});
+  const LaunchConfig args = Config({"--nproc_per_node=2", "--pass_local_rank=local-rank", train,
+                                    "--epochs", "3", "--", "--local-rank=9"});
+  CHECK(DryRunCommands(args) ==
+        Args{"python3 -u " + train + " --local-rank=0 --epochs 3 -- --local-rank=9",
+             "python3 -u " + train + " --local-rank=1 --epochs 3 -- --local-rank=9"});
+  const LaunchConfig module =
+      Config({"--nproc_per_node=2", "--pass_local_rank=local_rank", "-m", "pkg.train", "x"});
+  CHECK(DryRunCommands(module).at(1) == "python3 -u -m pkg.train --local_rank=1 x");
+  const std::string trainer = Files().Path("trainer");
+  CHECK(DryRunCommands(Config({"--pass_local_rank=local_rank", "--no_python", trainer, "y"})) ==
+        Args{trainer + " --local_rank=0 y"});
+  CHECK_THAT(
+      DryRunCommands(Config({"--pass_local_rank=local_rank", "--run_path", train, "z"})).at(0),
+      Catch::EndsWith(" " + train + " --local_rank=0 z"));
+  CHECK(DryRunCommands(Config({"--nproc_per_node=2", train, "a"})).at(1) ==
+        "python3 -u " + train + " a");
+}
+
+TEST_CASE("ddprun-launch: torch.distributed.launch's --local_rank unless --use_env", "[cli]") {
+  using ddprun::launcher::PersonalityOf;
+  CHECK(PersonalityOf("ddprun-launch") == Personality::kLegacyLaunch);
+  CHECK(PersonalityOf("/usr/bin/ddprun-launch") == Personality::kLegacyLaunch);
+  CHECK(PersonalityOf("ddprun") == Personality::kTorchrun);
+  CHECK(PersonalityOf("/opt/ddprun-launch/bin/ddprun") == Personality::kTorchrun);
+  CHECK(PersonalityOf("ddprun-launch.sh") == Personality::kTorchrun);
+  CHECK(PersonalityOf(nullptr) == Personality::kTorchrun);
+
+  CHECK(LegacyConfig({Train()}).local_rank_arg == "local_rank");
+  CHECK_FALSE(LegacyConfig({"--use_env", Train()}).local_rank_arg);
+  CHECK(LegacyConfig({"--pass_local_rank=local-rank", Train()}).local_rank_arg == "local-rank");
+  // AzureML's line, `python -m torch.distributed.launch` replaced by ddprun-launch.
+  const std::string train = Train();
+  const LaunchConfig azureml =
+      LegacyConfig({"--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "1", "--master_addr",
+                    "10.0.0.4", "--master_port", "6105", train, "--epochs", "3"});
+  CHECK(azureml.rdzv_endpoint == "10.0.0.4:6105");
+  CHECK(DryRunCommands(azureml) == Args{"python3 -u " + train + " --local_rank=0 --epochs 3",
+                                        "python3 -u " + train + " --local_rank=1 --epochs 3"});
+  // torch.distributed.launch's rule: a program run without Python gets no --local_rank.
+  CHECK_THAT(LegacyError({"--no_python", Files().Path("trainer")}),
+             Catch::StartsWith("When using the '--no_python' flag, you must also set the "
+                               "'--use_env' flag"));
+  CHECK_FALSE(LegacyConfig({"--no_python", "--use_env", Files().Path("trainer")}).local_rank_arg);
+  CHECK(LegacyConfig({"--no_python", "--pass_local_rank=local_rank", Files().Path("trainer")})
+            .local_rank_arg == "local_rank");
+
+  const CliResult help =
+      ParseCommandLine({"--help"}, FakeEnv({}), Gpus(0), Personality::kLegacyLaunch);
+  REQUIRE(help.action == CliResult::Action::kPrintAndExit);
+  CHECK_THAT(help.text, Catch::Contains("usage: ddprun-launch [options] training_script") &&
+                            Catch::Contains("--local_rank=N right after the script, unless "
+                                            "--use_env"));
+  CHECK_THAT(Parse({"--help"}).text, Catch::Contains("torch.distributed.launch compatibility:") &&
+                                         !Catch::Contains("As ddprun-launch"));
 }
