@@ -39,7 +39,10 @@ void CheckSettings(const std::string& preset,
     if (preset == "slurm" && setting.option == "master_addr") {
       // FirstSlurmHost is the first expanded host (checked by fuzz_slurm_hostlist, which
       // expands; expanding here would spend the run on million-host lists).
-      Require(setting.value == ddprun::launcher::FirstSlurmHost(*env("SLURM_JOB_NODELIST")),
+      // Inside a job step (srun) the step's list, else the job's.
+      const auto list = env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST")
+                                                   : env("SLURM_JOB_NODELIST");
+      Require(setting.value == ddprun::launcher::FirstSlurmHost(*list),
               "slurm: the master is not the first host of the list");
     }
   }

@@ -226,27 +226,54 @@ void AzureMl(PresetReader& reader) {
                      "NODE_RANK");
 }
 
-// SLURM, one ddprun per node: the first host of the allocation is the master.
+// SLURM, one ddprun per node. Inside a job step (srun), where ddprun belongs, the step's
+// variables describe the nodes that run it: SLURM_NODEID is relative to the step, whose nodes
+// are SLURM_STEP_NODELIST (a subset of the job's when the step has fewer nodes, e.g. srun -N2 in a
+// 3-node job; the whole set of a heterogeneous job's components with srun --het-group=0,1) and
+// SLURM_STEP_NUM_NODES. Outside a step (the batch script, an salloc shell), the job's. The first
+// host of that list is the master; it has node id 0. Values as seen on Slurm 22.05
+// (tests/integration/test_slurm.py runs a real cluster).
 void Slurm(PresetReader& reader) {
-  const long long nodes = reader.Integer("SLURM_NNODES", 1, kMaxInt, kNodes);
+  const bool in_step = reader.Get("SLURM_STEP_NODELIST").has_value();
+  const std::string nodes_variable =
+      in_step && reader.Get("SLURM_STEP_NUM_NODES") ? "SLURM_STEP_NUM_NODES" : "SLURM_NNODES";
+  const std::string list_variable = in_step ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+  const long long nodes = reader.Integer(nodes_variable, 1, kMaxInt, kNodes);
   const long long rank = reader.Integer("SLURM_NODEID", 0, kMaxInt, kRank);
-  reader.CheckRank(rank, "SLURM_NODEID", nodes, "SLURM_NNODES");
+  reader.CheckRank(rank, "SLURM_NODEID", nodes, nodes_variable);
   const std::string list_expected = "a SLURM hostlist such as node[01-04,07]";
-  const std::string nodelist = reader.Text("SLURM_JOB_NODELIST", list_expected);
+  const std::string nodelist = reader.Text(list_variable, list_expected);
   std::string first_host;
   try {
     first_host = FirstSlurmHost(nodelist);
   } catch (const std::invalid_argument& error) {
-    reader.Fail("SLURM_JOB_NODELIST=" + nodelist + ": " + error.what() + "; expected " +
+    reader.Fail(list_variable + "=" + nodelist + ": " + error.what() + "; expected " +
                 list_expected);
   }
+  // Two ddpruns on one node would both claim its node rank (srun's default task count is the
+  // job's, e.g. #SBATCH --ntasks-per-node=8): every node of the step must run exactly one task.
+  if (in_step && reader.Get("SLURM_STEP_NUM_TASKS")) {
+    const long long tasks = reader.Integer("SLURM_STEP_NUM_TASKS", 1, kMaxInt,
+                                           "the number of tasks of the step, an integer >= 1");
+    if (tasks != nodes) {
+      reader.Fail("SLURM_STEP_NUM_TASKS=" + std::to_string(tasks) + ": expected one task per node (" +
+                  nodes_variable + "=" + std::to_string(nodes) +
+                  "); start ddprun with srun --ntasks-per-node=1");
+    }
+  }
   const std::string job_id = reader.Text("SLURM_JOB_ID", "the job id");
-  reader.AddInteger("nnodes", nodes, "SLURM_NNODES");
+  reader.AddInteger("nnodes", nodes, nodes_variable);
   reader.AddInteger("node_rank", rank, "SLURM_NODEID");
-  reader.Add("master_addr", first_host, "SLURM_JOB_NODELIST");
+  reader.Add("master_addr", first_host, list_variable);
   reader.Add("rdzv_id", job_id, "SLURM_JOB_ID");
   if (reader.Get("MASTER_PORT")) {
     reader.AddInteger("master_port", reader.Integer("MASTER_PORT", 1, 65535, kPort), "MASTER_PORT");
+  }
+  // --gpus-per-node=N (or --gres=gpu:N): one worker per GPU, as --nproc_per_node=gpu would.
+  if (const auto gpus = reader.Get("SLURM_GPUS_ON_NODE")) {
+    const long long count = reader.CheckedInteger("SLURM_GPUS_ON_NODE", *gpus, 0, kMaxInt,
+                                                  "the GPUs on this node, an integer >= 0");
+    if (count > 0) reader.AddInteger("nproc_per_node", count, "SLURM_GPUS_ON_NODE");
   }
 }
 

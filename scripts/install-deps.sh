@@ -19,6 +19,9 @@ packages=(
   # installed package's man pages, completion (bash, zsh, fish) and pkg-config file
   dpkg-dev file rpm lintian man-db bash-completion zsh fish pkg-config
   etcd-server   # the etcd rendezvous' tests start real etcd members on loopback (not the service)
+  # tests/integration/test_slurm.py starts a real Slurm cluster (slurmctld, slurmd per network
+  # namespace, munged) under a temp dir; the packages' own services are not used (see below)
+  slurmctld slurmd slurm-client munge
 )
 if [ "${1:-}" = "--demo" ]; then
   packages=("${demo_packages[@]}")
@@ -49,3 +52,15 @@ echo "install-deps: installing ${missing[*]}"
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
   apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+
+# Installing munge, slurmd and slurmctld starts their system services where an init system lets
+# it (a container's policy-rc.d usually does not). The Slurm tests start their own daemons under a
+# temp dir and need none of them: stop what this install started, so that nothing is left running.
+for service in slurmctld slurmd munge; do
+  case " ${missing[*]} " in *" $service "*) ;; *) continue ;; esac
+  if [ -d /run/systemd/system ]; then
+    "${sudo[@]}" systemctl stop "$service" >/dev/null 2>&1 || true
+  elif command -v invoke-rc.d >/dev/null 2>&1; then
+    "${sudo[@]}" invoke-rc.d "$service" stop >/dev/null 2>&1 || true
+  fi
+done

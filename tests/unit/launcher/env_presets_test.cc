@@ -155,6 +155,82 @@ TEST_CASE("each preset reads its platform's variables", "[env_presets]") {
                                  "nproc_per_node=8<-SKYPILOT_NUM_GPUS_PER_NODE"});
 }
 
+// Captured from job steps on a real Slurm 22.05 cluster (tests/integration/test_slurm.py's
+// harness): `sbatch -N3 --gpus-per-node=2`, then in the batch script `srun -N2 -r1
+// --ntasks-per-node=1 env` (a step on the job's last two nodes), on n2 (SLURM_*, trimmed).
+const Env kSlurmStepOnN2 = {{"SLURM_CLUSTER_NAME", "ddprun"},
+                            {"SLURM_GPUS_ON_NODE", "2"},
+                            {"SLURM_GPUS_PER_NODE", "2"},
+                            {"SLURM_JOBID", "1"},
+                            {"SLURM_JOB_ID", "1"},
+                            {"SLURM_JOB_NODELIST", "n[1-3]"},
+                            {"SLURM_JOB_NUM_NODES", "3"},
+                            {"SLURM_LOCALID", "0"},
+                            {"SLURM_NNODES", "2"},
+                            {"SLURM_NODEID", "0"},
+                            {"SLURM_NODELIST", "n[1-3]"},
+                            {"SLURM_NTASKS", "2"},
+                            {"SLURM_PROCID", "0"},
+                            {"SLURM_STEP_ID", "0"},
+                            {"SLURM_STEP_NODELIST", "n[2-3]"},
+                            {"SLURM_STEP_NUM_NODES", "2"},
+                            {"SLURM_STEP_NUM_TASKS", "2"},
+                            {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
+                            {"SLURMD_NODENAME", "n2"}};
+// The same cluster, heterogeneous job `sbatch -N1 : -N2`, step `srun --het-group=0,1
+// --ntasks-per-node=1`, on n3: one step over both components, the leader's job id.
+const Env kSlurmHetStepOnN3 = {{"SLURM_HET_SIZE", "2"},
+                               {"SLURM_JOB_ID", "1"},
+                               {"SLURM_JOB_ID_HET_GROUP_0", "1"},
+                               {"SLURM_JOB_ID_HET_GROUP_1", "2"},
+                               {"SLURM_JOB_NODELIST", "n[1-3]"},
+                               {"SLURM_JOB_NODELIST_HET_GROUP_0", "n1"},
+                               {"SLURM_JOB_NODELIST_HET_GROUP_1", "n[2-3]"},
+                               {"SLURM_JOB_NUM_NODES", "3"},
+                               {"SLURM_NNODES", "3"},
+                               {"SLURM_NODEID", "2"},
+                               {"SLURM_NTASKS", "3"},
+                               {"SLURM_PROCID", "2"},
+                               {"SLURM_STEP_NODELIST", "n[1-3]"},
+                               {"SLURM_STEP_NUM_NODES", "3"},
+                               {"SLURM_STEP_NUM_TASKS", "3"},
+                               {"SLURM_STEP_TASKS_PER_NODE", "1(x3)"}};
+
+TEST_CASE("slurm inside a job step: the step's nodes, not the job's", "[env_presets]") {
+  // The master is the step's first node (n2 has node id 0), not the job's first (n1, which
+  // runs no ddprun); one worker per allocated GPU.
+  CHECK(Settings("slurm", kSlurmStepOnN2) ==
+        std::vector<std::string>{"nnodes=2<-SLURM_STEP_NUM_NODES", "node_rank=0<-SLURM_NODEID",
+                                 "master_addr=n2<-SLURM_STEP_NODELIST", "rdzv_id=1<-SLURM_JOB_ID",
+                                 "nproc_per_node=2<-SLURM_GPUS_ON_NODE"});
+  CHECK(Settings("slurm", kSlurmHetStepOnN3) ==
+        std::vector<std::string>{"nnodes=3<-SLURM_STEP_NUM_NODES", "node_rank=2<-SLURM_NODEID",
+                                 "master_addr=n1<-SLURM_STEP_NODELIST", "rdzv_id=1<-SLURM_JOB_ID"});
+  // No GPUs allocated: nproc_per_node keeps its default.
+  CHECK(Settings("slurm", With(kSlurmStepOnN2, "SLURM_GPUS_ON_NODE", "0")).size() == 4);
+  const LaunchConfig config = Config({"--env_preset=slurm"}, kSlurmStepOnN2);
+  CHECK(config.master_addr == "n2");
+  CHECK(config.max_nodes == 2);
+  CHECK(config.nproc_per_node == 2);
+  CHECK(Config({"--env_preset=slurm", "--nproc_per_node=1"}, kSlurmStepOnN2).nproc_per_node == 1);
+}
+
+TEST_CASE("slurm: a step with more than one task per node is refused", "[env_presets]") {
+  // srun without --ntasks-per-node=1 in a job of #SBATCH --ntasks-per-node=2.
+  const Env env = With(With(kSlurmStepOnN2, "SLURM_STEP_NUM_TASKS", "4"),
+                       "SLURM_STEP_TASKS_PER_NODE", "2(x2)");
+  CHECK(PresetError("slurm", env) ==
+        "--env_preset=slurm: SLURM_STEP_NUM_TASKS=4: expected one task per node "
+        "(SLURM_STEP_NUM_NODES=2); start ddprun with srun --ntasks-per-node=1");
+  CHECK(PresetError("slurm", With(kSlurmStepOnN2, "SLURM_STEP_NODELIST", "n[2-")) ==
+        "--env_preset=slurm: SLURM_STEP_NODELIST=n[2-: unclosed '['; expected a SLURM hostlist "
+        "such as node[01-04,07]");
+  CHECK(PresetError("slurm", With(kSlurmStepOnN2, "SLURM_NODEID", "2")) ==
+        "--env_preset=slurm: SLURM_NODEID=2: expected a node rank below SLURM_STEP_NUM_NODES=2");
+  CHECK_THAT(PresetError("slurm", With(kSlurmStepOnN2, "SLURM_GPUS_ON_NODE", "a100:2")),
+             Catch::StartsWith("--env_preset=slurm: SLURM_GPUS_ON_NODE=a100:2: expected"));
+}
+
 TEST_CASE("skypilot: node count from the IP list, no GPUs leaves nproc alone", "[env_presets]") {
   const Env env =
       With(With(kSkyPilot, "SKYPILOT_NUM_NODES", std::nullopt), "SKYPILOT_NUM_GPUS_PER_NODE", "0");
