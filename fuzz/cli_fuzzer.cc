@@ -26,8 +26,10 @@ void CheckConfig(const LaunchConfig& config) {
   Require(config.node_rank >= 0, "negative node rank");
   Require(config.master_port && *config.master_port >= 0 && *config.master_port <= 65535,
           "master port unresolved or out of range");
-  Require(config.rdzv_backend == "static" || config.rdzv_backend == "c10d",
+  Require(config.rdzv_backend == "static" || config.rdzv_backend == "c10d" ||
+              config.rdzv_backend == "etcd" || config.rdzv_backend == "etcd-v2",
           "a backend that cannot be launched", config.rdzv_backend);
+  Require(!config.Etcd() || !config.rdzv_endpoint.empty(), "etcd without endpoints");
   Require(config.rdzv_backend != "static" || config.node_rank < config.max_nodes,
           "static node rank not below nnodes");
   Require(config.rdzv_conf.contains("timeout"), "rdzv_conf has no timeout");
