@@ -138,9 +138,12 @@ rendezvous::etcd::EtcdStoreOptions EtcdOptions(const elastic::LaunchConfig& conf
   // the client fails over to the next; never above read_timeout.
   options.client.timeout = std::min(settings.read_timeout,
                                     std::max(milliseconds{1'000}, settings.HeartbeatTimeout() / 2));
-  // An outage shorter than the heartbeat timeout (a leader election after the leader member's
-  // loss) is waited out: leases survive it (a new leader renews them), so nothing notices.
-  options.client.patience = std::min(settings.read_timeout, settings.HeartbeatTimeout());
+  // An outage shorter than the heartbeat timeout, and at least 5 s (a leader election after the
+  // leader member's loss, slower on a loaded machine), is waited out: leases survive it (only a
+  // leader expires them, and a new one renews them all), so nothing notices. Never beyond
+  // read_timeout, within which a wrong endpoint must fail.
+  options.client.patience =
+      std::min(settings.read_timeout, std::max(settings.HeartbeatTimeout(), milliseconds{5'000}));
   if (settings.etcd_tls) {
     options.client.tls =
         rendezvous::etcd::EtcdTls{settings.etcd_cacert, settings.etcd_cert, settings.etcd_key};

@@ -353,7 +353,9 @@ class EtcdRendezvousTest(EtcdTestCase):
         lost_at = time.monotonic()
         # Promised: the watch notices within about the heartbeat timeout, the outage is waited
         # out for join_timeout, each try bounded by the etcd request timeout. Generous bound:
-        bound = 2 * (HEARTBEAT_TIMEOUT + OUTAGE_JOIN_TIMEOUT) + 10
+        # Each try also waits out the client's patience (an election): max(heartbeat timeout, 5 s).
+        patience = max(HEARTBEAT_TIMEOUT, 5)
+        bound = 2 * (HEARTBEAT_TIMEOUT + OUTAGE_JOIN_TIMEOUT) + 3 * patience + 10
         results = [self.finish(p, timeout=max(1.0, lost_at + bound - time.monotonic()))
                    for p in nodes]
         took = time.monotonic() - lost_at
