@@ -29,6 +29,7 @@ ElasticRendezvousHandler::ElasticRendezvousHandler(ElasticHandlerOptions options
 RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
   for (int moves = 0;; ++moves) {
     PrepareStore();
+    const auto attempt_started = site_.Now();
     try {
       if (options_.replicated_store && !answered_) {  // a first contact, read_timeout-bound
         store_->Check({keys_.Closed()});
@@ -46,7 +47,7 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
     } catch (const StoreConnectionError& error) {
       if (shutdown_) ThrowClosed();
       if (options_.replicated_store) {
-        AwaitReplicatedStore(error);
+        AwaitReplicatedStore(error, attempt_started);
         continue;
       }
       if (moves + 1 >= kMaxMovesPerJoin) {
@@ -98,12 +99,13 @@ void ElasticRendezvousHandler::PrepareStore() {
 
 // Before the store ever answered (a wrong endpoint, a cluster not up yet) the wait is bounded by
 // read_timeout; once it has, an outage is waited out for the join timeout.
-void ElasticRendezvousHandler::AwaitReplicatedStore(const StoreConnectionError& error) {
+void ElasticRendezvousHandler::AwaitReplicatedStore(
+    const StoreConnectionError& error, std::chrono::steady_clock::time_point attempt_started) {
   const auto now = site_.Now();
   const auto limit = answered_ ? options_.rendezvous.join_timeout : options_.read_timeout;
   const char* limit_name = answered_ ? "join timeout" : "read timeout";
   if (!outage_since_) {
-    outage_since_ = now;
+    outage_since_ = attempt_started;  // the failed call itself waited (the client's patience)
     spdlog::warn("the rendezvous store does not answer ({}); retrying until the {} ({:g} s)",
                  error.what(), limit_name, InSeconds(limit));
   }

@@ -73,10 +73,11 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   std::optional<FormedRound> Current() const;
   // Before a join: find the store (a first join), check it is still there, or move it.
   void PrepareStore();
-  // A replicated store that did not answer a join: waits and retries until the join timeout
-  // (read_timeout before its first answer) since the outage began, then throws
-  // RendezvousConnectionError.
-  void AwaitReplicatedStore(const StoreConnectionError& error);
+  // A replicated store that did not answer a join attempt started at `attempt_started`: waits
+  // and retries until the join timeout (read_timeout before its first answer) since the outage
+  // began, then throws RendezvousConnectionError.
+  void AwaitReplicatedStore(const StoreConnectionError& error,
+                            std::chrono::steady_clock::time_point attempt_started);
   void MoveStore(const FormedRound& current, const std::string& why);
   // Logs and records the loss of the store (and of its host, when a member); returns that
   // member's group rank, or -1.
