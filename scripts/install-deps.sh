@@ -49,6 +49,16 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 echo "install-deps: installing ${missing[*]}"
+# No service may start while installing: slurmctld's, slurmd's and munge's postinst scripts fail
+# the install ("invoke-rc.d ... || exit 1") when their daemon cannot start without a
+# configuration. A policy-rc.d that denies every start (as Debian's container images ship) is
+# put in place for the install when there is none, and removed afterwards.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+  "${sudo[@]}" chmod 755 "$policy"
+  trap '"${sudo[@]}" rm -f "$policy"' EXIT
+fi
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
   apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
