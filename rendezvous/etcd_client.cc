@@ -573,9 +573,15 @@ class EtcdWatch::Stream {
   std::optional<boost::system::error_code> failed_;
 };
 
-EtcdWatch::EtcdWatch(const EtcdClientOptions& options, const json& create_body) {
+EtcdWatch::EtcdWatch(const EtcdClientOptions& options, const json& create_body)
+    : EtcdWatch(options, MakeTls(options.tls), create_body) {}
+
+EtcdWatch::EtcdWatch(const EtcdClient& client, const json& create_body)
+    : EtcdWatch(client.options_, client.tls_, create_body) {}
+
+EtcdWatch::EtcdWatch(const EtcdClientOptions& options, const std::shared_ptr<EtcdTlsContext>& tls,
+                     const json& create_body) {
   const std::string body = create_body.dump();
-  const auto tls = MakeTls(options.tls);
   std::string problems;
   for (const HostPort& at : options.endpoints) {
     try {

@@ -74,6 +74,7 @@ class EtcdClient {
   HostPort Current() const;
 
  private:
+  friend class EtcdWatch;  // opens its streams with options_ and tls_
   class Connection;
   nlohmann::json CallMember(std::size_t member, const std::string& path, const std::string& body);
   // Every member once, from the one that answered last.
@@ -99,6 +100,8 @@ class EtcdClient {
 class EtcdWatch {
  public:
   EtcdWatch(const EtcdClientOptions& options, const nlohmann::json& create_body);
+  // On `client`'s members, with its TLS context (the PEM files are not read again).
+  EtcdWatch(const EtcdClient& client, const nlohmann::json& create_body);
   ~EtcdWatch();
   EtcdWatch(const EtcdWatch&) = delete;
   EtcdWatch& operator=(const EtcdWatch&) = delete;
@@ -108,6 +111,9 @@ class EtcdWatch {
   void Interrupt();
 
  private:
+  EtcdWatch(const EtcdClientOptions& options, const std::shared_ptr<EtcdTlsContext>& tls,
+            const nlohmann::json& create_body);
+
   class Stream;
   std::unique_ptr<Stream> stream_;
 };

@@ -16,6 +16,11 @@ constexpr int kMaxConflicts = 10'000;
 
 std::string Text(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
+// A transaction without a condition: `ops` in order, at one revision.
+nlohmann::json Always(nlohmann::json ops) {
+  return TxnBody(nlohmann::json::array(), std::move(ops), nlohmann::json::array());
+}
+
 }  // namespace
 
 EtcdStore::EtcdStore(EtcdStoreOptions options)
@@ -55,6 +60,11 @@ std::string EtcdStore::DeltaPrefix(const std::string& key) const {
   return prefix;
 }
 
+nlohmann::json EtcdStore::DeltasOp(const std::string& key, bool remove) const {
+  const std::string deltas = DeltaPrefix(key);
+  return remove ? DeleteOp(deltas, PrefixEnd(deltas)) : RangeOp(deltas, PrefixEnd(deltas));
+}
+
 std::string EtcdStore::NextDeltaKey(const std::string& key) {
   char id[40];
   std::snprintf(id, sizeof id, "%016llx-%llu", static_cast<unsigned long long>(delta_id_base_),
@@ -64,22 +74,15 @@ std::string EtcdStore::NextDeltaKey(const std::string& key) {
 
 // One read-only transaction: the key and its deltas at one revision.
 std::optional<KeyValue> EtcdStore::Read(const std::string& key, std::int64_t& revision) {
-  const std::string deltas = DeltaPrefix(key);
-  TxnReply txn = ParseTxn(Call(
-      "/v3/kv/txn", TxnBody(nlohmann::json::array(),
-                            nlohmann::json::array({RangeOp(Full(key)), RangeOp(deltas, PrefixEnd(deltas))}),
-                            nlohmann::json::array())));
+  TxnReply txn = ParseTxn(
+      Call("/v3/kv/txn", Always(nlohmann::json::array({RangeOp(Full(key)), DeltasOp(key, false)}))));
   revision = txn.header.revision;
   return Combine(key, std::move(txn.ranges.at(0)), txn.ranges.at(1));
 }
 
 void EtcdStore::Set(const std::string& key, const Bytes& value) {
-  const std::string deltas = DeltaPrefix(key);
   ParseTxn(Call("/v3/kv/txn",
-                TxnBody(nlohmann::json::array(),
-                        nlohmann::json::array({DeleteOp(deltas, PrefixEnd(deltas)),
-                                               PutOp(Full(key), Text(value))}),
-                        nlohmann::json::array())));
+                Always(nlohmann::json::array({DeltasOp(key, true), PutOp(Full(key), Text(value))}))));
 }
 
 Bytes EtcdStore::Get(const std::string& key) {
@@ -101,26 +104,22 @@ std::int64_t EtcdStore::Add(const std::string& key, std::int64_t delta) {
   }
   using nlohmann::json;
   const std::string full = Full(key);
-  const std::string deltas = DeltaPrefix(key);
-  json put_delta = json::array();
-  if (delta != 0) put_delta.push_back(PutOp(NextDeltaKey(key), std::to_string(delta)));
+  const std::optional<std::string> mine =
+      delta != 0 ? std::optional(NextDeltaKey(key)) : std::nullopt;
   json created = json::array({PutOp(full, "0")});
   json existing = json::array({RangeOp(full)});
   for (json* branch : {&created, &existing}) {
-    for (const json& op : put_delta) branch->push_back(op);
-    branch->push_back(RangeOp(deltas, PrefixEnd(deltas)));
+    if (mine) branch->push_back(PutOp(*mine, std::to_string(delta)));
+    branch->push_back(DeltasOp(key, false));
   }
   TxnReply txn = ParseTxn(Call(
       "/v3/kv/txn", TxnBody(json::array({CreatedAtCompare(full, 0)}), created, existing)));
+  std::vector<KeyValue> own =
+      txn.succeeded ? std::vector<KeyValue>{KeyValue{full, "0"}} : std::move(txn.ranges.at(0));
   try {
-    std::int64_t sum = txn.succeeded ? 0 : CounterOf(key, txn.ranges.at(0).at(0));
-    for (const KeyValue& each : txn.ranges.back()) sum += CounterOf(key, each);
-    return sum;
+    return CounterOf(key, *Combine(key, std::move(own), txn.ranges.back()));
   } catch (const std::invalid_argument&) {  // not a counter: leave the key as it was
-    if (!put_delta.empty()) {
-      const std::string mine = FromBase64(put_delta[0]["requestPut"]["key"].get<std::string>());
-      ParseDelete(Call("/v3/kv/deleterange", DeleteRangeBody(mine)));
-    }
+    if (mine) ParseDelete(Call("/v3/kv/deleterange", DeleteRangeBody(*mine)));
     throw;
   }
 }
@@ -132,17 +131,14 @@ Bytes EtcdStore::CompareSet(const std::string& key, const Bytes& expected, const
   std::int64_t revision = 0;
   std::optional<KeyValue> current = Read(key, revision);
   const std::string full = Full(key);
-  const std::string deltas = DeltaPrefix(key);
   for (int conflict = 0; conflict < kMaxConflicts; ++conflict) {
     if (!current && !expected.empty()) return expected;
     if (current && ToBytes(current->value) != expected) return ToBytes(current->value);
-    json compare{{"key", Base64(full)}, {"result", "EQUAL"}, {"target", "MOD"},
-                 {"mod_revision", std::to_string(current ? current->mod_revision : 0)}};
-    TxnReply txn = ParseTxn(Call(
-        "/v3/kv/txn",
-        TxnBody(json::array({compare}),
-                json::array({PutOp(full, Text(desired)), DeleteOp(deltas, PrefixEnd(deltas))}),
-                json::array({RangeOp(full), RangeOp(deltas, PrefixEnd(deltas))}))));
+    TxnReply txn = ParseTxn(
+        Call("/v3/kv/txn",
+             TxnBody(json::array({ModifiedAtCompare(full, current ? current->mod_revision : 0)}),
+                     json::array({PutOp(full, Text(desired)), DeltasOp(key, true)}),
+                     json::array({RangeOp(full), DeltasOp(key, false)}))));
     if (txn.succeeded) return desired;
     current = Combine(key, std::move(txn.ranges.at(0)), txn.ranges.at(1));
   }
@@ -170,7 +166,7 @@ void EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::millisec
 // first put of the key, a cancelled watch, or a lost member (the caller reads again).
 void EtcdStore::AwaitKey(const std::string& key, std::int64_t revision, Clock::time_point deadline,
                          const std::string& timeout_message) {
-  EtcdWatch watch(options_.client, WatchCreateBody(Full(key), {}, revision + 1));
+  EtcdWatch watch(client_, WatchCreateBody(Full(key), {}, revision + 1));
   {
     std::lock_guard lock(watches_mutex_);
     watches_.insert(&watch);

@@ -51,6 +51,8 @@ class EtcdStore : public Store {
                                   const std::vector<KeyValue>& deltas) const;
   std::int64_t CounterOf(const std::string& key, const KeyValue& kv) const;  // invalid_argument
   std::string DeltaPrefix(const std::string& key) const;
+  // A transaction op over the key's deltas: read them, or (remove) delete them.
+  nlohmann::json DeltasOp(const std::string& key, bool remove) const;
   std::string NextDeltaKey(const std::string& key);
   // Blocks until `key`, found absent at `revision`, is put (watched from the next revision).
   void AwaitKey(const std::string& key, std::int64_t revision,

@@ -174,6 +174,11 @@ json CreatedAtCompare(std::string_view key, std::int64_t revision) {
               {"create_revision", Text(revision)}};
 }
 
+json ModifiedAtCompare(std::string_view key, std::int64_t revision) {
+  return json{{"key", Base64(key)}, {"result", "EQUAL"}, {"target", "MOD"},
+              {"mod_revision", Text(revision)}};
+}
+
 json TxnBody(json compares, json success, json failure) {
   return json{{"compare", std::move(compares)},
               {"success", std::move(success)},
@@ -182,9 +187,7 @@ json TxnBody(json compares, json success, json failure) {
 
 json CompareAndPutBody(std::string_view key, std::int64_t expected_mod_revision,
                        std::string_view desired, std::int64_t lease) {
-  json compare{{"key", Base64(key)}, {"result", "EQUAL"}, {"target", "MOD"},
-               {"mod_revision", Text(expected_mod_revision)}};
-  return TxnBody(json::array({compare}),
+  return TxnBody(json::array({ModifiedAtCompare(key, expected_mod_revision)}),
                  json::array({json{{"requestPut", PutBody(key, desired, lease)}}}),
                  json::array({RangeOp(key)}));
 }

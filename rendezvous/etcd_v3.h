@@ -65,6 +65,8 @@ nlohmann::json RangeOp(std::string_view key, std::string_view range_end = {});
 nlohmann::json DeleteOp(std::string_view key, std::string_view range_end = {});
 // True when `key`'s create_revision is `revision` (0: the key does not exist).
 nlohmann::json CreatedAtCompare(std::string_view key, std::int64_t revision);
+// True when `key`'s mod_revision is `revision` (0: the key does not exist).
+nlohmann::json ModifiedAtCompare(std::string_view key, std::int64_t revision);
 nlohmann::json TxnBody(nlohmann::json compares, nlohmann::json success, nlohmann::json failure);
 
 // A transaction on one key: `desired` is put (with `lease`) when the key's mod_revision is

@@ -97,7 +97,7 @@ TEST_CASE("etcd over TLS: calls, a watch woken by a put, deadlines and Interrupt
   REQUIRE(range.kvs.size() == 1);
   CHECK(range.kvs[0].value == "v1");
 
-  EtcdWatch watch(options, WatchCreateBody("ddprun/w", "", 0));
+  EtcdWatch watch(client, WatchCreateBody("ddprun/w", "", 0));  // the client's TLS context
   const auto created = watch.Next(Clock::now() + 5s);
   REQUIRE(created);
   CHECK(created->created);
