@@ -156,13 +156,18 @@ class SlurmTest(lib.DdprunTestCase):
                   "--sleep 300" % (lib.FAKE_WORKER, self.tmp, self.tmp))
         job = self.submit(STATIC, self.worker_command(worker), nodes=2,
                           env={"NPROC_PER_NODE": "2", "DDPRUN_ARGS": "--no_python"})
-        ready = [self.path("ready.%d" % rank) for rank in range(4)]
+        self.await_ready_files(job, 4)
+        return job
+
+    def await_ready_files(self, job, workers):
+        """Waits for ready.<rank> of ranks 0..workers-1; cancels the job and fails otherwise."""
+        ready = [self.path("ready.%d" % rank) for rank in range(workers)]
         try:
-            lib.wait_for(lambda: all(os.path.exists(p) for p in ready), 60, "4 workers ready", 0.1)
+            lib.wait_for(lambda: all(os.path.exists(p) for p in ready), 60,
+                         "%d workers ready" % workers, 0.1)
         except AssertionError as error:
             self.cluster.client(["scancel", job], check=False)
             self.fail("%s\n%s" % (error, self.describe(job)))
-        return job
 
     def assertEveryWorkerGotSigterm(self, job):
         for rank in range(4):
@@ -218,12 +223,7 @@ class SlurmTest(lib.DdprunTestCase):
         job = self.submit(ELASTIC, self.worker_command(worker), nodes=3,
                           env={"NPROC_PER_NODE": "2", "MIN_NODES": "2",
                                "DDPRUN_ARGS": "--no_python"})
-        ready = [self.path("ready.%d" % rank) for rank in range(6)]
-        try:
-            lib.wait_for(lambda: all(os.path.exists(p) for p in ready), 60, "6 workers ready", 0.1)
-        except AssertionError as error:
-            self.cluster.client(["scancel", job], check=False)
-            self.fail("%s\n%s" % (error, self.describe(job)))
+        self.await_ready_files(job, 6)
         self.cluster.kill_node(2)  # n3: not the batch host, whose loss ends any Slurm job
         info = self.wait_done(job, timeout=90)
         done = [self.path("done.%d" % rank) for rank in range(4)]

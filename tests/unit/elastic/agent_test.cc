@@ -13,12 +13,16 @@ using ddprun::elastic::testing::FakeProcessContext;
 
 namespace {
 
+// A rendezvous whose every join throws `error`.
+template <typename Error>
 class FailingRendezvous : public rendezvous::SingleNodeRendezvous {
  public:
-  FailingRendezvous() : SingleNodeRendezvous("job", {}) {}
-  rendezvous::RendezvousInfo NextRendezvous() override {
-    throw rendezvous::RendezvousTimeoutError("rendezvous timed out after 600 s");
-  }
+  explicit FailingRendezvous(Error error)
+      : SingleNodeRendezvous("job", {}), error_(std::move(error)) {}
+  rendezvous::RendezvousInfo NextRendezvous() override { throw error_; }
+
+ private:
+  Error error_;
 };
 
 WorkerSpec Spec(int workers, int max_restarts) {
@@ -28,6 +32,19 @@ WorkerSpec Spec(int workers, int max_restarts) {
   spec.command = {"python3", "-u", "train.py", "--rank=${local_rank}"};
   spec.run_log_dir = "/logs/job_x";
   return spec;
+}
+
+// What a one-worker agent ends with when its rendezvous throws `error`; no worker may start.
+template <typename Error>
+AgentResult RunWithFailingRendezvous(Error error) {
+  FailingRendezvous<Error> rendezvous(std::move(error));
+  FakeProcessContext processes;
+  Agent agent(Spec(1, 0), {}, rendezvous, processes);
+  std::optional<AgentResult> result;
+  agent.Run([&](const AgentResult& done) { result = done; });
+  REQUIRE(result);
+  CHECK(processes.attempts.empty());
+  return *result;
 }
 
 rendezvous::RendezvousInfo Master() {
@@ -169,34 +186,17 @@ TEST_CASE("a signal during failure teardown wins over restarts", "[elastic][agen
 }
 
 TEST_CASE("a rendezvous error ends the run with one line and exit code 1", "[elastic][agent]") {
-  FailingRendezvous rendezvous;
-  FakeProcessContext processes;
-  Agent agent(Spec(1, 0), {}, rendezvous, processes);
-  std::optional<AgentResult> result;
-  agent.Run([&](const AgentResult& done) { result = done; });
-  REQUIRE(result);
-  CHECK(result->state == AgentResult::State::kError);
-  CHECK(result->error == "rendezvous timed out after 600 s");
-  CHECK(result->ExitCode() == 1);
-  CHECK(processes.attempts.empty());
+  const AgentResult result = RunWithFailingRendezvous(
+      rendezvous::RendezvousTimeoutError("rendezvous timed out after 600 s"));
+  CHECK(result.state == AgentResult::State::kError);
+  CHECK(result.error == "rendezvous timed out after 600 s");
+  CHECK(result.ExitCode() == 1);
 }
-
-class BadInputRendezvous : public rendezvous::SingleNodeRendezvous {
- public:
-  BadInputRendezvous() : SingleNodeRendezvous("job", {}) {}
-  rendezvous::RendezvousInfo NextRendezvous() override {
-    throw UsageError("bind 10.0.0.9:29400: Cannot assign requested address");
-  }
-};
 
 TEST_CASE("bad input found by the rendezvous (a UsageError) exits 2, as on the command line",
           "[elastic][agent]") {
-  BadInputRendezvous rendezvous;
-  FakeProcessContext processes;
-  Agent agent(Spec(1, 0), {}, rendezvous, processes);
-  std::optional<AgentResult> result;
-  agent.Run([&](const AgentResult& done) { result = done; });
-  REQUIRE(result);
-  CHECK(result->state == AgentResult::State::kError);
-  CHECK(result->ExitCode() == 2);
+  const AgentResult result =
+      RunWithFailingRendezvous(UsageError("bind 10.0.0.9:29400: Cannot assign requested address"));
+  CHECK(result.state == AgentResult::State::kError);
+  CHECK(result.ExitCode() == 2);
 }

@@ -14,10 +14,12 @@
 #include "launcher/cli_internal.h"
 #include "launcher/dry_run.h"
 #include "launcher/elastic_backend.h"
+#include "tests/unit/launcher/one_line_usage_error.h"
 
 namespace {
 
 using ddprun::UsageError;
+using ddprun::launcher::testing::OneLineUsageError;
 using ddprun::elastic::LaunchConfig;
 using ddprun::elastic::RunMode;
 using ddprun::launcher::CliResult;
@@ -89,15 +91,7 @@ LaunchConfig ConfigWith(Args options, const Env& env = {}) {
 }
 
 std::string ErrorOf(const Args& args, const Env& env = {}) {
-  try {
-    Parse(args, env);
-  } catch (const UsageError& error) {
-    const std::string message = error.what();
-    CHECK(message.find('\n') == std::string::npos);
-    return message;
-  }
-  FAIL("no UsageError");
-  return "";
+  return OneLineUsageError([&] { Parse(args, env); });
 }
 
 std::string ErrorWith(Args options, const Env& env = {}) {
@@ -148,15 +142,8 @@ LaunchConfig LegacyConfig(const Args& args, const Env& env = {}) {
 }
 
 std::string LegacyError(const Args& args) {
-  try {
-    ParseCommandLine(args, FakeEnv({}), Gpus(0), Personality::kLegacyLaunch);
-  } catch (const UsageError& error) {
-    const std::string message = error.what();
-    CHECK(message.find('\n') == std::string::npos);
-    return message;
-  }
-  FAIL("no UsageError");
-  return "";
+  return OneLineUsageError(
+      [&] { ParseCommandLine(args, FakeEnv({}), Gpus(0), Personality::kLegacyLaunch); });
 }
 
 // Each worker's command line (by local rank) as --dry_run shows it.

@@ -10,10 +10,12 @@
 #include "common/errors.h"
 #include "launcher/cli.h"
 #include "launcher/dry_run.h"
+#include "tests/unit/launcher/one_line_usage_error.h"
 
 namespace {
 
 using ddprun::UsageError;
+using ddprun::launcher::testing::OneLineUsageError;
 using ddprun::elastic::EnvPresetSetting;
 using ddprun::elastic::LaunchConfig;
 using ddprun::launcher::CliResult;
@@ -58,15 +60,7 @@ std::vector<std::string> Settings(const std::string& preset, const Env& env) {
 }
 
 std::string PresetError(const std::string& preset, const Env& env) {
-  try {
-    ResolveEnvPreset(preset, "--env_preset", FakeEnv(env));
-  } catch (const UsageError& error) {
-    const std::string message = error.what();
-    CHECK(message.find('\n') == std::string::npos);
-    return message;
-  }
-  FAIL("no UsageError");
-  return "";
+  return OneLineUsageError([&] { ResolveEnvPreset(preset, "--env_preset", FakeEnv(env)); });
 }
 
 Env With(Env env, const std::string& name, std::optional<std::string> value) {
