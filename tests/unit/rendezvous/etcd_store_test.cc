@@ -180,8 +180,9 @@ namespace ddprun::rendezvous::etcd {
 // Losing the member a wait watches on is not the store's loss: the wait goes on through another.
 TEST_CASE("etcd store: a wait survives the loss of its member", "[etcd][store]") {
   EtcdCluster cluster(3);
-  EtcdStore waiter({{cluster.Endpoints(), 2s}, "/job/"});
-  // The killed member may be the leader: the writer waits the election out (patience).
+  // The killed member may be the leader: both wait the election out (patience), as the
+  // launcher's stores do; the waiter's read after its watch's loss needs a leader too.
+  EtcdStore waiter({{cluster.Endpoints(), 2s, std::nullopt, 10s}, "/job/"});
   EtcdStore writer({{{cluster.Endpoint(1), cluster.Endpoint(2)}, 2s, std::nullopt, 10s}, "/job/"});
   auto waiting = std::async(std::launch::async, [&waiter] { waiter.Wait({"k"}, 30s); });
   REQUIRE(waiting.wait_for(300ms) == std::future_status::timeout);  // watching on member 0
