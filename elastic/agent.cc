@@ -215,7 +215,8 @@ void Agent::StopGroup(int signal, std::chrono::milliseconds grace) {
 
 void Agent::OnGroupStopped() {
   if (state_ == State::kStoppingForSignal) {
-    Finish(Stopped(stop_signal_));
+    group_stopped_ = true;
+    FinishStoppedOnceTold();
     return;
   }
   if (state_ == State::kStoppingForChange) {
@@ -263,20 +264,19 @@ void Agent::HandleSignal(int signal) {
       return;
     case State::kHealthy:
     case State::kStoppingAfterFailure:
-    case State::kStoppingForChange:
+    case State::kStoppingForChange: {
       spdlog::warn("Received {} death signal, shutting down workers", name);
-      if (state_ == State::kHealthy && MultiNode()) {
-        ProcessFailure stop{0, ranks_.base_global_rank, 0, ExitStatus::Signaled(signal),
-                            std::chrono::system_clock::now(), "<N/A>",
-                            "the agent of node " + std::to_string(info_.group_rank) +
-                                " received " + name};
-        Publish({info_.group_rank, spec_.hostname, stop}, true);
-      }
-      Unwatch();
+      const bool tell_peers = state_ == State::kHealthy && MultiNode();
       state_ = State::kStoppingForSignal;
       stop_signal_ = signal;
+      if (tell_peers) {
+        TellPeersLeaving(signal, name);  // the watch and its heartbeats go on until they know
+      } else {
+        Unwatch();
+      }
       StopGroup(signal, options_.shutdown_timeout);
       return;
+    }
     case State::kExitBarrier:
     case State::kFailureBarrier:
       CancelBarrier();
@@ -285,10 +285,37 @@ void Agent::HandleSignal(int signal) {
       return;
     case State::kStoppingForSignal:
       spdlog::warn("Received {} again, killing workers now", name);
+      if (telling_peers_) {
+        spdlog::warn("[{}] not waiting any longer for the other nodes to be told", spec_.role);
+        telling_peers_ = false;
+      }
       StopGroup(SIGKILL, std::chrono::milliseconds{0});
       return;
     case State::kFinished:
       return;
+  }
+}
+
+// The other nodes learn why this one stops before its heartbeats end: a peer that sees the
+// heartbeats stop first reports a lost node instead of this signal. Finishing waits for the
+// record (FinishStoppedOnceTold); a second signal, or a peer lost meanwhile, stops the wait.
+void Agent::TellPeersLeaving(int signal, const std::string& signal_name) {
+  ProcessFailure stop{0, ranks_.base_global_rank, 0, ExitStatus::Signaled(signal),
+                      std::chrono::system_clock::now(), "<N/A>",
+                      "the agent of node " + std::to_string(info_.group_rank) + " received " +
+                          signal_name};
+  telling_peers_ = true;
+  group_stopped_ = false;
+  Publish({info_.group_rank, spec_.hostname, stop}, true, [this] {
+    if (!telling_peers_ || state_ != State::kStoppingForSignal) return;
+    telling_peers_ = false;
+    FinishStoppedOnceTold();
+  });
+}
+
+void Agent::FinishStoppedOnceTold() {
+  if (state_ == State::kStoppingForSignal && group_stopped_ && !telling_peers_) {
+    Finish(Stopped(stop_signal_));
   }
 }
 

@@ -10,6 +10,8 @@
 //                         | kFailureBarrier (multi-node) | kFinished (FAILED)
 //   kExitBarrier (success) --remote failure--> as kStoppingAfterFailure with the group stopped
 //   any running state --HandleSignal(s)--> kStoppingForSignal --> kFinished (STOPPED)
+//        (multi-node from kHealthy: once the group stopped and the peers have the record; the
+//        watch and its heartbeats go on until then, so no peer mistakes the signal for a loss)
 //   kStoppingForSignal --HandleSignal--> same state, group SIGKILLed at once
 // Multi-node rounds (RendezvousInfo::store set and group_world_size > 1) add: torchrun's
 // role_info rank exchange, a failure record published to every peer's inbox, the PeerMonitor,
@@ -112,7 +114,9 @@ class Agent {
   void OnGroupStopped();
   void FinishFailed();
   void StopGroup(int signal, std::chrono::milliseconds grace);
-  void Publish(const NodeFailure& record, bool leaving);
+  void Publish(const NodeFailure& record, bool leaving, std::function<void()> published = {});
+  void TellPeersLeaving(int signal, const std::string& signal_name);
+  void FinishStoppedOnceTold();
   void RunBarrier(const std::string& name, std::chrono::milliseconds timeout,
                   std::function<void(bool completed)> then);
   AgentResult LostResult() const;
@@ -162,6 +166,9 @@ class Agent {
   void CancelBarrier() { barrier_->Cancel(); }
   std::shared_ptr<Barrier> barrier_ = std::make_shared<Barrier>();
   bool watching_ = false;
+  // kStoppingForSignal: the leaving record is still being written / the workers have exited.
+  bool telling_peers_ = false;
+  bool group_stopped_ = false;
 };
 
 }  // namespace ddprun::elastic

@@ -37,6 +37,15 @@ void Agent::HandleRemoteFailure(const NodeFailure& record) {
 }
 
 void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
+  if (state_ == State::kStoppingForSignal && telling_peers_) {
+    // The record cannot be waited for: the store or a peer is gone (the watch's patience, the
+    // heartbeat timeout, bounds how long a signalled agent waits for it).
+    spdlog::warn("[{}] not waiting any longer for the other nodes to be told: {}", spec_.role,
+                 reason);
+    telling_peers_ = false;
+    FinishStoppedOnceTold();
+    return;
+  }
   if (state_ != State::kHealthy && state_ != State::kExitBarrier) return;
   if (node_rank >= 0) {
     Emit("node_lost", {{"node", node_rank}, {"reason", reason}});
@@ -103,7 +112,8 @@ void Agent::FinishFailed() {
 }
 
 // `leaving`: this agent stops now and will not join the failure barrier, so count it there.
-void Agent::Publish(const NodeFailure& record, bool leaving) {
+// `published` runs on the event loop once the record is written (or could not be).
+void Agent::Publish(const NodeFailure& record, bool leaving, std::function<void()> published) {
   rendezvous::Store* store = info_.store;
   const int world = info_.group_world_size;
   rendezvous::RendezvousHandler* handler = Elastic() ? &rendezvous_ : nullptr;
@@ -118,13 +128,15 @@ void Agent::Publish(const NodeFailure& record, bool leaving) {
         PublishFailure(*store, record, world);
         if (leaving) LeaveBarrier(*store, "ddprun/failure_barrier", world);
       },
-      [](std::exception_ptr error) {
-        if (!error) return;
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& failure) {
-          spdlog::warn("could not tell the other nodes about the failure: {}", failure.what());
+      [published = std::move(published)](std::exception_ptr error) {
+        if (error) {
+          try {
+            std::rethrow_exception(error);
+          } catch (const std::exception& failure) {
+            spdlog::warn("could not tell the other nodes about the failure: {}", failure.what());
+          }
         }
+        if (published) published();
       });
 }
 

@@ -11,6 +11,8 @@
 //   --signal NAME|N            raise a signal at itself (SIGKILL, KILL, 9, ...)
 //   --ignore-sigterm           ignore SIGTERM from now on
 //   --on-sigterm-write PATH    on SIGTERM: write "SIGTERM" to PATH, then exit 143
+//   --on-sigterm-sleep SECONDS on SIGTERM: sleep SECONDS (after any --on-sigterm-write), then
+//                              exit 143: a worker slow to stop
 //   --sleep SECONDS            sleep (fractions allowed)
 //   --spawn-grandchild PIDFILE fork a child (same process group) that sleeps 300 s; write its pid
 //   --pid-file PATH            write own pid to PATH
@@ -50,6 +52,7 @@ extern char** environ;
 namespace {
 
 const char* g_sigterm_path = nullptr;
+double g_sigterm_sleep = 0;  // seconds
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "fake_worker: %s\n", message.c_str());
@@ -135,7 +138,25 @@ extern "C" void OnSigterm(int) {
       close(fd);
     }
   }
+  // clock_gettime and nanosleep are async-signal-safe; nanosleep resumes after other signals.
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const double end = static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9 + g_sigterm_sleep;
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const double left = end - (static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9);
+    if (left <= 0) break;
+    timespec pause{static_cast<time_t>(left), static_cast<long>((left - static_cast<long>(left)) * 1e9)};
+    nanosleep(&pause, nullptr);
+  }
   _exit(143);
+}
+
+void TrapSigterm() {
+  struct sigaction action {};
+  action.sa_handler = OnSigterm;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
 }
 
 void SleepSeconds(double seconds) {
@@ -274,10 +295,13 @@ void Run(const std::vector<std::string>& args, bool dry) {
       const std::string path = value(flag);
       if (!skip) {
         g_sigterm_path = strdup(path.c_str());
-        struct sigaction action {};
-        action.sa_handler = OnSigterm;
-        sigemptyset(&action.sa_mask);
-        sigaction(SIGTERM, &action, nullptr);
+        TrapSigterm();
+      }
+    } else if (flag == "--on-sigterm-sleep") {
+      const double seconds = ParseNumber(value(flag), flag);
+      if (!skip) {
+        g_sigterm_sleep = seconds;
+        TrapSigterm();
       }
     } else if (flag == "--sleep") {
       const double seconds = ParseNumber(value(flag), flag);

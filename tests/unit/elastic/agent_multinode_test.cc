@@ -300,3 +300,82 @@ TEST_CASE("multi-node: a node lost while the exit barrier waits ends the wait at
   CHECK(result->state == AgentResult::State::kFailed);
   CHECK(result->ExitCode() == 1);
 }
+
+namespace {
+
+// Node 1 of 2 with a QueueRunner: the failure record's write completes when the test says.
+struct QueuedHarness {
+  QueuedHarness() {
+    rendezvous.store.SetString("torchelastic/role_info/0",
+                               R"({"role":"default","rank":0,"local_world_size":3,"host":"h0"})");
+    agent.emplace(Spec(0), AgentOptions{}, rendezvous, processes, AgentLinks{&runner, &monitor});
+    agent->Run([this](const AgentResult& done) {
+      REQUIRE_FALSE(result.has_value());
+      result = done;
+    });
+    REQUIRE(runner.RunNext(std::chrono::milliseconds{10'000}));  // the round formed
+    REQUIRE(monitor.watching);
+  }
+  // The record of this node's SIGTERM reached node 0's inbox and its continuation ran.
+  void RecordWritten() {
+    REQUIRE(runner.RunNext(std::chrono::milliseconds{10'000}));
+    const NodeFailure record = DecodeNodeFailure(rendezvous.store.GetString(InboxKey(0)));
+    CHECK(record.failure.message.find("SIGTERM") != std::string::npos);
+  }
+
+  TwoNodeRendezvous rendezvous;
+  FakeProcessContext processes;
+  FakeMonitor monitor;
+  QueueRunner runner;  // its threads end before the store they write to goes
+  std::optional<Agent> agent;
+  std::optional<AgentResult> result;
+};
+
+}  // namespace
+
+// The watch beats for this node: a peer that saw the beats stop before the record came would
+// report "node 1 was lost: no heartbeat" instead of the signal (issue 27, seen under TSan).
+TEST_CASE("multi-node: a signalled agent beats until the other node has its record",
+          "[elastic][agent][multinode]") {
+  QueuedHarness h;
+  h.agent->HandleSignal(SIGTERM);
+  h.processes.CompleteStop();  // the workers are gone before the record is written
+  CHECK_FALSE(h.result);
+  CHECK(h.monitor.watching);
+  h.RecordWritten();
+  REQUIRE(h.result);
+  CHECK(h.result->ExitCode() == 128 + SIGTERM);
+  CHECK_FALSE(h.monitor.watching);
+}
+
+TEST_CASE("multi-node: a signalled agent whose record is out first finishes when its workers are gone",
+          "[elastic][agent][multinode]") {
+  QueuedHarness h;
+  h.agent->HandleSignal(SIGTERM);
+  h.RecordWritten();
+  CHECK_FALSE(h.result);
+  CHECK(h.monitor.watching);
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->ExitCode() == 128 + SIGTERM);
+  CHECK_FALSE(h.monitor.watching);
+}
+
+TEST_CASE("multi-node: a second signal or a lost peer ends the wait for the record",
+          "[elastic][agent][multinode]") {
+  QueuedHarness h;
+  h.agent->HandleSignal(SIGTERM);
+  SECTION("a second signal") {
+    h.agent->HandleSignal(SIGTERM);
+    CHECK(h.processes.stop_signals.back() == SIGKILL);
+  }
+  SECTION("the store's host lost") {
+    h.monitor.events.on_node_lost(0, "lost the connection to its store");
+  }
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.result->ExitCode() == 128 + SIGTERM);
+  CHECK_FALSE(h.monitor.watching);
+  h.RecordWritten();  // arrives late and changes nothing
+  CHECK(h.result->ExitCode() == 128 + SIGTERM);
+}
