@@ -322,6 +322,17 @@ struct QueuedHarness {
     const NodeFailure record = DecodeNodeFailure(rendezvous.store.GetString(InboxKey(0)));
     CHECK(record.failure.message.find("SIGTERM") != std::string::npos);
   }
+  // Finished as stopped by SIGTERM, its watch (and heartbeats) over.
+  void CheckStopped() const {
+    REQUIRE(result);
+    CHECK(result->ExitCode() == 128 + SIGTERM);
+    CHECK_FALSE(monitor.watching);
+  }
+  // Still running: its watch beats on.
+  void CheckNotFinished() const {
+    CHECK_FALSE(result);
+    CHECK(monitor.watching);
+  }
 
   TwoNodeRendezvous rendezvous;
   FakeProcessContext processes;
@@ -340,12 +351,9 @@ TEST_CASE("multi-node: a signalled agent beats until the other node has its reco
   QueuedHarness h;
   h.agent->HandleSignal(SIGTERM);
   h.processes.CompleteStop();  // the workers are gone before the record is written
-  CHECK_FALSE(h.result);
-  CHECK(h.monitor.watching);
+  h.CheckNotFinished();
   h.RecordWritten();
-  REQUIRE(h.result);
-  CHECK(h.result->ExitCode() == 128 + SIGTERM);
-  CHECK_FALSE(h.monitor.watching);
+  h.CheckStopped();
 }
 
 TEST_CASE("multi-node: a signalled agent whose record is out first finishes when its workers are gone",
@@ -353,12 +361,9 @@ TEST_CASE("multi-node: a signalled agent whose record is out first finishes when
   QueuedHarness h;
   h.agent->HandleSignal(SIGTERM);
   h.RecordWritten();
-  CHECK_FALSE(h.result);
-  CHECK(h.monitor.watching);
+  h.CheckNotFinished();
   h.processes.CompleteStop();
-  REQUIRE(h.result);
-  CHECK(h.result->ExitCode() == 128 + SIGTERM);
-  CHECK_FALSE(h.monitor.watching);
+  h.CheckStopped();
 }
 
 TEST_CASE("multi-node: a second signal or a lost peer ends the wait for the record",
@@ -373,9 +378,7 @@ TEST_CASE("multi-node: a second signal or a lost peer ends the wait for the reco
     h.monitor.events.on_node_lost(0, "lost the connection to its store");
   }
   h.processes.CompleteStop();
-  REQUIRE(h.result);
-  CHECK(h.result->ExitCode() == 128 + SIGTERM);
-  CHECK_FALSE(h.monitor.watching);
+  h.CheckStopped();
   h.RecordWritten();  // arrives late and changes nothing
-  CHECK(h.result->ExitCode() == 128 + SIGTERM);
+  h.CheckStopped();
 }
