@@ -285,10 +285,7 @@ void Agent::HandleSignal(int signal) {
       return;
     case State::kStoppingForSignal:
       spdlog::warn("Received {} again, killing workers now", name);
-      if (telling_peers_) {
-        spdlog::warn("[{}] not waiting any longer for the other nodes to be told", spec_.role);
-        telling_peers_ = false;
-      }
+      StopWaitingForPeers("received " + name + " again");
       StopGroup(SIGKILL, std::chrono::milliseconds{0});
       return;
     case State::kFinished:
@@ -305,12 +302,17 @@ void Agent::TellPeersLeaving(int signal, const std::string& signal_name) {
                       "the agent of node " + std::to_string(info_.group_rank) + " received " +
                           signal_name};
   telling_peers_ = true;
-  group_stopped_ = false;
   Publish({info_.group_rank, spec_.hostname, stop}, true, [this] {
-    if (!telling_peers_ || state_ != State::kStoppingForSignal) return;
     telling_peers_ = false;
     FinishStoppedOnceTold();
   });
+}
+
+void Agent::StopWaitingForPeers(const std::string& why) {
+  if (!telling_peers_) return;
+  spdlog::warn("[{}] not waiting any longer for the other nodes to be told: {}", spec_.role, why);
+  telling_peers_ = false;
+  FinishStoppedOnceTold();
 }
 
 void Agent::FinishStoppedOnceTold() {

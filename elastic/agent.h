@@ -117,6 +117,8 @@ class Agent {
   void Publish(const NodeFailure& record, bool leaving, std::function<void()> published = {});
   void TellPeersLeaving(int signal, const std::string& signal_name);
   void FinishStoppedOnceTold();
+  // A second signal or a lost peer: finish without the record (once the group stopped).
+  void StopWaitingForPeers(const std::string& why);
   void RunBarrier(const std::string& name, std::chrono::milliseconds timeout,
                   std::function<void(bool completed)> then);
   AgentResult LostResult() const;

@@ -37,13 +37,10 @@ void Agent::HandleRemoteFailure(const NodeFailure& record) {
 }
 
 void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
-  if (state_ == State::kStoppingForSignal && telling_peers_) {
+  if (state_ == State::kStoppingForSignal) {
     // The record cannot be waited for: the store or a peer is gone (the watch's patience, the
     // heartbeat timeout, bounds how long a signalled agent waits for it).
-    spdlog::warn("[{}] not waiting any longer for the other nodes to be told: {}", spec_.role,
-                 reason);
-    telling_peers_ = false;
-    FinishStoppedOnceTold();
+    StopWaitingForPeers(reason);
     return;
   }
   if (state_ != State::kHealthy && state_ != State::kExitBarrier) return;

@@ -138,16 +138,10 @@ extern "C" void OnSigterm(int) {
       close(fd);
     }
   }
-  // clock_gettime and nanosleep are async-signal-safe; nanosleep resumes after other signals.
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  const double end = static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9 + g_sigterm_sleep;
-  for (;;) {
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    const double left = end - (static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9);
-    if (left <= 0) break;
-    timespec pause{static_cast<time_t>(left), static_cast<long>((left - static_cast<long>(left)) * 1e9)};
-    nanosleep(&pause, nullptr);
+  // nanosleep is async-signal-safe; after another signal it goes on with what was left.
+  timespec left{static_cast<time_t>(g_sigterm_sleep),
+                static_cast<long>((g_sigterm_sleep - static_cast<time_t>(g_sigterm_sleep)) * 1e9)};
+  while (nanosleep(&left, &left) == -1 && errno == EINTR) {
   }
   _exit(143);
 }
