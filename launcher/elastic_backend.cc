@@ -110,6 +110,7 @@ rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConf
       config.rdzv_settings.HeartbeatTimeout() + config.rdzv_settings.keep_alive_interval;
   options.keep_alive_interval = config.rdzv_settings.keep_alive_interval;
   options.keep_alive_max_attempt = config.rdzv_settings.keep_alive_max_attempt;
+  options.close_timeout = config.rdzv_settings.close_timeout;
   return options;
 }
 

@@ -1,5 +1,7 @@
 #include "rendezvous/dynamic_rendezvous.h"
 
+#include "rendezvous/dynamic_rendezvous_values.h"
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -11,27 +13,14 @@ namespace {
 
 using std::chrono::milliseconds;
 using Json = nlohmann::json;
+using values::IntAt;
+using values::IntField;
+using values::Seconds;
+using values::WallClockMs;
 
-// An int-valued field of a value read from the store: a JSON integer within int's range
-// (get<int>() would convert a float or a larger number instead, undefined for a float).
-// Throws std::invalid_argument naming the field.
-int IntValue(const Json& value, const std::string& what) {
-  const bool fits = value.is_number_unsigned()
-                        ? std::in_range<int>(value.get<std::uint64_t>())
-                        : value.is_number_integer() && std::in_range<int>(value.get<std::int64_t>());
-  if (!fits) throw std::invalid_argument(what + " is not an int");
-  return value.get<int>();
-}
-
-int IntField(const Json& json, const char* name) {
-  return IntValue(json.at(name), std::string("\"") + name + "\"");
-}
-
-int IntAt(const Json& array, std::size_t index) {
-  return IntValue(array.at(index), "entry " + std::to_string(index));
-}
-
-constexpr milliseconds kSealPublishTimeout{60'000};  // first sealer -> "sealed" key
+// A seal ADD -> its "sealed" record: the sealer's few store requests, plus member_timeout when
+// it waits for the accounting (a seal by MAX). Past it, the sealer is taken for dead.
+constexpr milliseconds kSealPublishGrace{10'000};
 
 constexpr std::pair<RoundChange::Kind, const char*> kKindNames[] = {
     {RoundChange::Kind::kFailure, "failure"},
@@ -45,20 +34,6 @@ milliseconds Left(std::chrono::steady_clock::time_point deadline) {
   const auto left =
       std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
   return std::max(left, milliseconds{1});
-}
-
-std::int64_t WallClockMs() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string Seconds(milliseconds duration) {
-  const double seconds = static_cast<double>(duration.count()) / 1000.0;
-  std::string text = std::to_string(seconds);
-  text.erase(text.find_last_not_of('0') + 1);
-  if (text.back() == '.') text.pop_back();
-  return text + " s";
 }
 
 }  // namespace
@@ -98,20 +73,54 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options, std::shar
     : options_(std::move(options)), store_(std::move(store)), keys_{options_.run_id} {}
 
 FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous) {
+  return Join(previous, std::nullopt);
+}
+
+FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous,
+                                    const std::optional<Arrival>& resume) {
   const auto deadline = Clock::now() + options_.join_timeout;
   ThrowIfClosed();  // (a node late for the last round would learn it there, but not one early)
   int first = previous ? previous->round + 1 : RoundHint();
   std::optional<FormedRound> member = previous;
+  std::optional<Ticket> resumed;
+  if (resume && Resumable(*resume)) {
+    resumed = Ticket{resume->round, SeqValue{resume->seq}};
+    pending_ = resume;
+    const bool missed_one = resume->round > 0 && !(member && member->round + 1 == resume->round);
+    AfterArrival(*resumed, member, missed_one, deadline);
+  }
   for (;;) {  // bounded by the deadline: Arrive throws once it passed
-    const Ticket ticket = Arrive(first, member, deadline);
-    if (auto formed = AwaitSeal(ticket, deadline)) return *formed;
-    first = ticket.round + 1;  // dropped as dead while the round formed: wait for the next one
+    const Ticket ticket = resumed ? *resumed : Arrive(first, member, deadline);
+    resumed.reset();
+    if (auto formed = AwaitSeal(ticket, deadline)) {
+      pending_.reset();
+      return *formed;
+    }
+    // Dropped as dead while the round formed: wait for the next one (a member still counts).
+    if (member && member->round + 1 == ticket.round) {
+      MarkAccounted(ticket.round, member->group_rank, member->group_world_size, true);
+    }
+    first = ticket.round + 1;
     member.reset();
   }
 }
 
+// The ticket is still this node's in this store: the round counts it, and its record is
+// missing (the error came first) or this node's (not a store that restarted meanwhile).
+bool DynamicRendezvous::Resumable(const Arrival& arrival) {
+  const SeqValue mine{arrival.seq};
+  if (SeqValue{store_->Add(RoundKey(arrival.round, "seq"), 0)}.Arrivals() < mine.Arrivals()) {
+    return false;
+  }
+  const std::string record = RoundKey(arrival.round, "node/" + std::to_string(mine.Arrivals()));
+  if (!store_->Check({record})) return true;
+  const Json node = Json::parse(store_->GetString(record));
+  return node.value("addr", "") == options_.node.addr && node.value("pid", 0) == options_.node.pid;
+}
+
 // One ADD per round tried; a sealed round sends the node on to the next one, where it waits
-// (and is seen waiting by the members of the round it missed).
+// (and is seen waiting by the members of the round it missed). A member of the previous round
+// that comes late is still accounted for in the round it missed.
 DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
                                                     const std::optional<FormedRound>& previous,
                                                     Clock::time_point deadline) {
@@ -121,32 +130,62 @@ DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
   for (;; ++round, missed_one = true) {
     if (Clock::now() >= deadline) ThrowTooFew(round);
     const SeqValue seq{store_->Add(RoundKey(round, "seq"), delta)};
-    if (seq.Seals() > 0) continue;
-    const int ticket = seq.Arrivals();
-    const NodeDescriptor& node = options_.node;
-    store_->SetString(RoundKey(round, "node/" + std::to_string(ticket)),
-                      Json{{"host", node.host},
-                           {"addr", node.addr},
-                           {"pid", node.pid},
-                           {"nproc", node.local_world_size},
-                           {"at", WallClockMs()},
-                           {"store", node.serves_store},
-                           {"prev", previous && previous->round + 1 == round ? previous->group_rank
-                                                                              : -1}}
-                          .dump());
-    if (ticket == 1) store_->SetString(keys_.Hint(), std::to_string(round));
-    if (missed_one) SignalWaiting(round - 1);
-    if (round > 0) AwaitEndOf(round - 1, deadline);
-    if (ticket >= options_.min_nodes) store_->SetString(RoundKey(round, "min"), "1");
-    if (ticket >= options_.max_nodes || EveryPreviousMemberAccounted(round, previous)) {
-      Seal(round);
+    // The MAX-th arrival's ADD counts the round's workers; arrivals after it wait for the next
+    // round (a full round's spares), even before the seal.
+    if (seq.Arrivals() == options_.max_nodes && seq.Seals() == 0) {
+      store_->SetString(RoundKey(round, "full"), std::to_string(seq.raw));
     }
-    return {round, seq};
+    if (seq.Seals() > 0 || seq.Arrivals() > options_.max_nodes) {
+      if (previous && previous->round + 1 == round) {
+        MarkAccounted(round, previous->group_rank, previous->group_world_size, true);
+      }
+      continue;
+    }
+    const Ticket ticket{round, seq};
+    pending_ = Arrival{round, seq.raw};
+    AfterArrival(ticket, previous, missed_one, deadline);
+    return ticket;
   }
 }
 
+void DynamicRendezvous::AfterArrival(const Ticket& ticket,
+                                     const std::optional<FormedRound>& previous, bool missed_one,
+                                     Clock::time_point deadline) {
+  const int round = ticket.round;
+  const int number = ticket.seq.Arrivals();
+  const NodeDescriptor& node = options_.node;
+  store_->SetString(RoundKey(round, "node/" + std::to_string(number)),
+                    Json{{"host", node.host},
+                         {"addr", node.addr},
+                         {"pid", node.pid},
+                         {"nproc", node.local_world_size},
+                         {"at", WallClockMs()},
+                         {"store", node.serves_store},
+                         {"prev", previous && previous->round + 1 == round ? previous->group_rank
+                                                                            : -1}}
+                        .dump());
+  const bool member = previous && previous->round + 1 == round;
+  const bool all_accounted =
+      member && MarkAccounted(round, previous->group_rank, previous->group_world_size);
+  if (number == 1) store_->SetString(keys_.Hint(), std::to_string(round));
+  if (missed_one) SignalWaiting(round - 1);
+  if (round > 0) AwaitEndOf(round - 1, deadline);
+  if (number >= options_.min_nodes) store_->SetString(RoundKey(round, "min"), "1");
+  if (all_accounted && AccountedAndSealable(round)) {
+    Seal(round, SealBy::kAccounting);
+  } else if (number == options_.max_nodes) {
+    Seal(round, SealBy::kMax, &ticket);
+  }
+}
+
+// The round this node missed may still be settling its restart count (a seal by MAX waits for
+// the accounting): its record comes within member_timeout, unless its sealer died.
 void DynamicRendezvous::SignalWaiting(int round) {
-  if (!store_->Check({RoundKey(round, "sealed")})) return;
+  try {
+    store_->Wait({RoundKey(round, "sealed")}, options_.member_timeout + kSealPublishGrace);
+  } catch (const StoreTimeout&) {
+    return;
+  }
   const Json sealed = Json::parse(store_->GetString(RoundKey(round, "sealed")));
   if (IntField(sealed, "nodes") >= options_.max_nodes) return;  // no room: wait for a change
   Announce(round, {RoundChange::Kind::kNodeWaiting, -1, options_.node.host,
@@ -173,30 +212,6 @@ void DynamicRendezvous::AwaitEndOf(int round, Clock::time_point deadline) {
   }
 }
 
-bool DynamicRendezvous::EveryPreviousMemberAccounted(int round,
-                                                     const std::optional<FormedRound>& previous) {
-  if (!previous || previous->round + 1 != round) return false;
-  const std::int64_t accounted = store_->Add(RoundKey(round, "accounted"), 1);
-  if (accounted < previous->group_world_size) return false;
-  return AccountedAndSealable(round);
-}
-
-bool DynamicRendezvous::AccountedAndSealable(int round) {
-  const SeqValue seq{store_->Add(RoundKey(round, "seq"), 0)};
-  if (seq.Seals() > 0) return false;
-  if (seq.Arrivals() >= options_.min_nodes) return true;
-  // Fewer than MIN: seal now only when the quorum is lost for good, i.e. every member of the
-  // previous round rejoined or is gone, each counted once (a member declared gone may rejoin,
-  // and `accounted` then counts it twice), and too few rejoined.
-  const Quorum quorum = CountQuorum(round, seq.Arrivals(), {});
-  if (quorum.Holds()) return false;
-  for (int rank = 0; rank < quorum.previous_nodes; ++rank) {
-    if (quorum.rejoined.contains(rank)) continue;
-    if (!store_->Check({RoundKey(round - 1, "gone/" + std::to_string(rank))})) return false;
-  }
-  return true;
-}
-
 // Common case: two WAITs (MIN, then the seal), each answered by the server when the key comes.
 std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
                                                         Clock::time_point deadline) {
@@ -213,8 +228,12 @@ std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
   try {
     WaitBeating(sealed, ticket, std::min(last_call, Left(deadline)));
   } catch (const StoreTimeout&) {
-    Seal(ticket.round, true);  // last call is over (or the join deadline came): close the round
-    store_->Wait({sealed}, kSealPublishTimeout);  // another sealer may have been first
+    Seal(ticket.round, SealBy::kLastCall);  // last call is over (or the join deadline came)
+    try {
+      store_->Wait({sealed}, options_.member_timeout + kSealPublishGrace);  // another sealer's
+    } catch (const StoreTimeout&) {  // it died before publishing: settle the round here
+      Publish(ticket.round, SeqValue{store_->Add(RoundKey(ticket.round, "seq"), 0)}, {});
+    }
   }
   return ReadSealed(ticket);
 }
@@ -248,12 +267,6 @@ void DynamicRendezvous::SweepSilentMembers(int round) {
   if (!store_->Check({previous_sealed})) return;
   const int members = IntField(Json::parse(store_->GetString(previous_sealed)), "nodes");
   if (store_->Add(RoundKey(round, "accounted"), 0) >= members) return;
-  std::set<int> rejoined;
-  const int arrivals = SeqValue{store_->Add(RoundKey(round, "seq"), 0)}.Arrivals();
-  for (int ticket = 1; ticket <= arrivals; ++ticket) {
-    const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
-    if (store_->Check({record})) rejoined.insert(Json::parse(store_->GetString(record)).value("prev", -1));
-  }
   const std::int64_t patience =
       (options_.keep_alive_interval * options_.keep_alive_max_attempt).count();
   const std::string base_key = RoundKey(round - 1, "hb_base");
@@ -263,9 +276,7 @@ void DynamicRendezvous::SweepSilentMembers(int round) {
           : std::nullopt;
   const std::int64_t now = WallClockMs();
   for (int rank = 0; rank < members; ++rank) {
-    if (rejoined.contains(rank) || store_->Check({RoundKey(round - 1, "gone/" + std::to_string(rank))})) {
-      continue;
-    }
+    if (store_->Check({RoundKey(round, "acct/" + std::to_string(rank))})) continue;
     const std::string beat = RoundKey(round - 1, "hb_at/" + std::to_string(rank));
     const std::optional<std::int64_t> last =
         store_->Check({beat}) ? std::optional<std::int64_t>(std::stoll(store_->GetString(beat)))
@@ -280,118 +291,6 @@ void DynamicRendezvous::SweepSilentMembers(int round) {
                      " ago and it did not rejoin (seen by round " + std::to_string(round) +
                      "'s first node)"});
   }
-}
-
-// The ADD of kSeal is ordered with every arrival's, so its result counts exactly the nodes of
-// the round; only the first sealer (seal count 1) publishes the round.
-void DynamicRendezvous::Seal(int round, bool last_call) {
-  const SeqValue seq{store_->Add(RoundKey(round, "seq"), SeqValue::kSeal)};
-  if (seq.Seals() != 1) return;
-  const auto dropped = last_call && options_.keep_alive_interval.count() > 0
-                           ? DeadWhileForming(round, seq.Arrivals())
-                           : std::vector<std::pair<int, int>>{};
-  int dropped_workers = 0;
-  for (const auto& [ticket, nproc] : dropped) dropped_workers += nproc;
-  Json sealed{{"nodes", seq.Arrivals() - static_cast<int>(dropped.size())},
-              {"world", seq.Workers() - dropped_workers},
-              {"restarts", RestartCountFor(round)},
-              {"dropped", dropped}};
-  const Quorum quorum = CountQuorum(round, seq.Arrivals(), dropped);
-  if (quorum.needed) {
-    sealed["quorum"] = quorum.Holds();
-    sealed["survivors"] = quorum.survivors;
-    sealed["members"] = quorum.members;
-    sealed["needed"] = quorum.Needed();
-  }
-  store_->SetString(RoundKey(round, "sealed"), sealed.dump());
-  if (quorum.Holds()) return;
-  // This side stops: wake the round's nodes still waiting for MIN, and tell later ones why.
-  const std::string why =
-      QuorumMessage(round, quorum.survivors, quorum.members, quorum.Needed());
-  store_->SetString(RoundKey(round, "min"), "1");
-  store_->SetString(keys_.Closed(), why);
-  Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, why});
-}
-
-// Needed after a loss (lost > 0) and in a moved store's first round (strict): the survivors are
-// the round's nodes that were members of the previous round (their records' "prev").
-DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
-    int round, int nodes, const std::vector<std::pair<int, int>>& dropped) {
-  Quorum quorum;
-  if (round == 0) return quorum;
-  quorum.strict = store_->Check({RoundKey(round, "strict")});
-  quorum.needed = quorum.strict || store_->Add(RoundKey(round, "lost"), 0) > 0;
-  if (!quorum.needed || !store_->Check({RoundKey(round - 1, "sealed")})) {
-    quorum.needed = false;
-    return quorum;
-  }
-  const Json previous = Json::parse(store_->GetString(RoundKey(round - 1, "sealed")));
-  quorum.previous_nodes = IntField(previous, "nodes");
-  quorum.members =
-      quorum.previous_nodes - static_cast<int>(store_->Add(RoundKey(round, "left"), 0));
-  std::set<int> skipped;
-  for (const auto& [ticket, nproc] : dropped) skipped.insert(ticket);
-  std::set<std::pair<std::string, int>> newcomers;  // (addr, pid)
-  int late_members = 0;
-  for (int ticket = 1; ticket <= nodes; ++ticket) {
-    if (skipped.contains(ticket)) continue;
-    const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
-    try {  // written right after the node's ADD; a node that died in between does not count
-      store_->Wait({record}, std::max(options_.keep_alive_interval, milliseconds{1000}));
-    } catch (const StoreTimeout&) {
-      continue;
-    }
-    const Json node = Json::parse(store_->GetString(record));
-    const int prev = node.value("prev", -1);
-    if (prev >= 0) quorum.rejoined.insert(prev);
-    if (prev < 0) newcomers.emplace(node.value("addr", ""), node.value("pid", 0));
-  }
-  // A member that never saw the previous round sealed (its store died first) came as a
-  // newcomer: it is still one of the previous round's members.
-  const int previous_tickets = IntField(previous, "nodes") +
-                               static_cast<int>(previous.value("dropped", Json::array()).size());
-  for (int ticket = 1; !newcomers.empty() && ticket <= previous_tickets; ++ticket) {
-    const std::string record = RoundKey(round - 1, "node/" + std::to_string(ticket));
-    if (!store_->Check({record})) continue;
-    const Json node = Json::parse(store_->GetString(record));
-    late_members += static_cast<int>(newcomers.erase({node.value("addr", ""), node.value("pid", 0)}));
-  }
-  quorum.survivors = static_cast<int>(quorum.rejoined.size()) + late_members;
-  return quorum;
-}
-
-std::string DynamicRendezvous::QuorumMessage(int round, int survivors, int members,
-                                             int needed) const {
-  return "lost quorum: only " + std::to_string(survivors) + " of the " +
-         std::to_string(members) + " nodes of round " + std::to_string(round - 1) +
-         " came back to the rendezvous store (at least " + std::to_string(needed) +
-         " needed); the others may be training on the other side of a network partition, so "
-         "this side stops";
-}
-
-// The nodes silent for keep_alive_interval x keep_alive_max_attempt, or none when fewer than
-// MIN would remain (the round then forms with everyone, as without the check).
-std::vector<std::pair<int, int>> DynamicRendezvous::DeadWhileForming(int round, int nodes) {
-  const std::int64_t patience =
-      (options_.keep_alive_interval * options_.keep_alive_max_attempt).count();
-  const std::int64_t now = WallClockMs();
-  std::vector<std::pair<int, int>> dropped;
-  for (int ticket = 1; ticket <= nodes; ++ticket) {
-    const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
-    try {  // written right after the node's ADD; never, if it died in between
-      store_->Wait({record}, options_.keep_alive_interval);
-    } catch (const StoreTimeout&) {
-      return {};  // its worker count is unknown: drop nobody (the ring watch will, later)
-    }
-    const Json node = Json::parse(store_->GetString(record));
-    std::int64_t last = node.value("at", now);
-    const std::string beat = RoundKey(round, "fhb_at/" + std::to_string(ticket));
-    if (store_->Check({beat}))
-      last = std::max<std::int64_t>(last, std::stoll(store_->GetString(beat)));
-    if (now - last > patience) dropped.emplace_back(ticket, node.value("nproc", 1));
-  }
-  if (nodes - static_cast<int>(dropped.size()) < options_.min_nodes) return {};
-  return dropped;
 }
 
 std::optional<FormedRound> DynamicRendezvous::ReadSealed(const Ticket& ticket) {
@@ -423,20 +322,6 @@ std::optional<FormedRound> DynamicRendezvous::ReadSealed(const Ticket& ticket) {
   return formed;
 }
 
-// The restart count moves on only when a worker failure ended the previous round and no member
-// of it was lost or left: workers of the survivors of a lost node fail too (their collective
-// breaks, e.g. gloo's "Connection closed by peer"), and that is the loss, not a failure.
-int DynamicRendezvous::RestartCountFor(int round) {
-  int restarts = 0;
-  if (round > 0 && store_->Check({RoundKey(round - 1, "sealed")})) {
-    restarts =
-        IntField(Json::parse(store_->GetString(RoundKey(round - 1, "sealed"))), "restarts");
-  }
-  const bool failed = store_->Add(RoundKey(round, "failures"), 0) > 0;
-  const bool lost_a_member = store_->Add(RoundKey(round, "gone"), 0) > 0;
-  return restarts + (failed && !lost_a_member ? 1 : 0);
-}
-
 RoundChange DynamicRendezvous::Announce(int round, const RoundChange& change) {
   const Bytes now_stored =
       store_->CompareSet(RoundKey(round, "change"), {}, Store::ToBytes(change.Encode()));
@@ -445,33 +330,39 @@ RoundChange DynamicRendezvous::Announce(int round, const RoundChange& change) {
 
 void DynamicRendezvous::CountFailure(int round) { store_->Add(RoundKey(round + 1, "failures"), 1); }
 
-void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange& change) {
-  const std::string token = options_.node.host + ":" + std::to_string(options_.node.pid);
-  const Bytes mark = Store::ToBytes(token);
-  const std::string gone = RoundKey(round, "gone/" + std::to_string(group_rank));
-  Announce(round, change);
-  // Counted once, whoever declares it and however often (the same watch may declare twice).
-  if (store_->Add(gone + "/n", 1) != 1) return;
-  store_->Set(gone, mark);
-  store_->Add(RoundKey(round + 1, "gone"), 1);  // before "accounted": read by the sealer
-  if (change.kind == RoundChange::Kind::kNodeLost) store_->Add(RoundKey(round + 1, "lost"), 1);
-  if (change.kind == RoundChange::Kind::kNodeLeaving) store_->Add(RoundKey(round + 1, "left"), 1);
-  const std::int64_t accounted = store_->Add(RoundKey(round + 1, "accounted"), 1);
-  // The survivors may all have rejoined already (their workers failed with the lost peer's
-  // connections): the declaration that accounts for the last member seals the next round.
-  if (!store_->Check({RoundKey(round, "sealed")})) return;
-  const int members =
-      IntField(Json::parse(store_->GetString(RoundKey(round, "sealed"))), "nodes");
-  if (accounted >= members && AccountedAndSealable(round + 1)) Seal(round + 1);
-}
-
 int DynamicRendezvous::NodesWaiting(int round) {
   return SeqValue{store_->Add(RoundKey(round + 1, "seq"), 0)}.Arrivals();
 }
 
+// As torchrun's close operation, bounded by close_timeout: each request waits at most what is
+// left of it (the c10d client honours the store timeout; etcd's requests have their own bound,
+// and the deadline is checked between them).
 void DynamicRendezvous::Close(int round) {
-  store_->SetString(keys_.Closed(), "1");
-  Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, "the job has finished"});
+  const auto deadline = Clock::now() + options_.close_timeout;
+  const milliseconds saved = store_->Timeout();
+  const auto within = [&](const auto& request) {
+    if (Clock::now() >= deadline) {
+      throw StoreConnectionError("the store did not answer in time");
+    }
+    // Rounded up: a request that times out ends at or after the deadline.
+    store_->SetTimeout(std::min(saved, std::chrono::ceil<milliseconds>(deadline - Clock::now())));
+    request();
+  };
+  try {
+    within([&] { store_->SetString(keys_.Closed(), "1"); });
+    within([&] {
+      Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, "the job has finished"});
+    });
+  } catch (const StoreConnectionError& error) {
+    store_->SetTimeout(saved);
+    if (Clock::now() < deadline) throw;
+    throw RendezvousTimeoutError(
+        "closing the rendezvous '" + options_.run_id + "' took longer than close_timeout=" +
+        Seconds(options_.close_timeout) + " (" + error.what() +
+        "); the other nodes learn that the job finished when their round ends; raise "
+        "close_timeout in --rdzv_conf if the store is slow");
+  }
+  store_->SetTimeout(saved);
 }
 
 bool DynamicRendezvous::IsClosed() { return store_->Check({keys_.Closed()}); }

@@ -13,8 +13,16 @@
 //   sealed   {"nodes", "world", "restarts", "dropped": [[ticket, nproc], ...]}, written by the
 //            first sealer; nodes and world exclude the dropped (dead while the round formed).
 //   fhb_at/<t> while the round forms: the wall-clock time (epoch ms) of ticket t's last beat.
-//   accounted  members of round k-1 that rejoined or were declared gone: when it reaches
-//            round k-1's size with at least MIN arrivals, round k seals at once (no last call).
+//   acct/<r> member r of round k-1 is accounted for (rejoined, late, or declared gone): the
+//            first ADD on it moves `accounted` on, so each member counts once.
+//   accounted  members of round k-1 accounted for: when it reaches round k-1's size with at
+//            least MIN arrivals, round k seals at once (no last call), and `all_accounted` is
+//            set; the restart count of round k is settled only then (or member_timeout after
+//            a seal by MAX), so a loss nobody declared yet is never charged as a restart.
+//   full     the MAX-th arrival's seq (arrivals past MAX are spares for round k+1).
+//   settling set (epoch ms) while a round closed by MAX waits for the accounting.
+//   late     members of round k-1 that came back after round k sealed (they wait in round
+//            k+1): they count for round k's quorum, since they reached this store.
 //   failures number of worker failures that ended round k-1; the restart count moves on when
 //            there was one and `gone` (members of round k-1 declared lost or leaving) is 0.
 //   lost, left  members of round k-1 declared lost / leaving: after a loss, round k seals only
@@ -105,6 +113,15 @@ struct DynamicRendezvousOptions {
   // keep-alives, clocks are assumed in step), unless fewer than MIN would remain.
   std::chrono::milliseconds keep_alive_interval{0};
   int keep_alive_max_attempt = 3;
+  // Close() gives up after this long (torchrun's close_timeout): RendezvousTimeoutError.
+  std::chrono::milliseconds close_timeout{30'000};
+};
+
+// A node's place in a round it arrived at: kept across a store error, so that a retried join
+// resumes it instead of arriving twice (docs/elastic.md).
+struct Arrival {
+  int round = 0;
+  std::int64_t seq = 0;  // the ADD's result (SeqValue)
 };
 
 // Why a round must end; the first one written wins (CompareSet), every member wakes on it.
@@ -156,6 +173,12 @@ class DynamicRendezvous {
   // nodes for join_timeout, naming how many came), RendezvousClosedError (the job finished, or
   // Interrupt()), or StoreConnectionError (the store is gone).
   FormedRound Join(const std::optional<FormedRound>& previous);
+  // The same, resuming `arrival` (a join of this node that a store error interrupted after its
+  // ADD, in this same store) instead of taking a new ticket.
+  FormedRound Join(const std::optional<FormedRound>& previous,
+                   const std::optional<Arrival>& resume);
+  // The arrival of the join in progress or interrupted (none before its ADD, or once formed).
+  std::optional<Arrival> PendingArrival() const { return pending_; }
 
   // Writes `change` for `round` unless a reason is already there; returns the one in force.
   RoundChange Announce(int round, const RoundChange& change);
@@ -167,7 +190,8 @@ class DynamicRendezvous {
   // Nodes that arrived for the round after `round` (a newcomer waiting, or members rejoining).
   int NodesWaiting(int round);
   // Marks the job finished after `round`: later joins, and nodes waiting for that round to
-  // end, throw RendezvousClosedError.
+  // end, throw RendezvousClosedError. Bounded by close_timeout: past it, throws
+  // RendezvousTimeoutError naming the setting.
   void Close(int round);
   bool IsClosed();
 
@@ -191,17 +215,34 @@ class DynamicRendezvous {
     SeqValue seq;
   };
 
+  enum class SealBy { kMax, kAccounting, kLastCall };
+
   Ticket Arrive(int round, const std::optional<FormedRound>& previous, Clock::time_point deadline);
+  // What follows a node's ADD (its record, the wait for the previous round's end, MIN, the
+  // accounting, a seal); idempotent, so a resumed arrival runs it again.
+  bool Resumable(const Arrival& arrival);
+  void AfterArrival(const Ticket& ticket, const std::optional<FormedRound>& previous,
+                    bool missed_one, Clock::time_point deadline);
   // Wait for `key`, beating (fhb_at/<ticket>) every keep_alive_interval meanwhile.
   void WaitBeating(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout);
   // (ticket, nproc) of the nodes of `round`'s `nodes` arrivals that died while it formed.
   std::vector<std::pair<int, int>> DeadWhileForming(int round, int nodes);
   void SignalWaiting(int round);
   void AwaitEndOf(int round, Clock::time_point deadline);
-  bool EveryPreviousMemberAccounted(int round, const std::optional<FormedRound>& previous);
+  // Accounts for member `rank` of round `round`-1 (of `members`) in round `round`, once;
+  // `late`: it came back after `round` sealed. True when every member is now accounted for.
+  bool MarkAccounted(int round, int rank, int members, bool late = false);
+  // Round `round` follows a formed round whose members are not all accounted for yet.
+  bool AwaitsAccounting(int round);
   std::optional<FormedRound> AwaitSeal(const Ticket& ticket, Clock::time_point deadline);
-  // `last_call`: the round closes for lack of arrivals, so nodes that died meanwhile are dropped.
-  void Seal(int round, bool last_call = false);
+  // Closes `round` to arrivals (the seal ADD); the first sealer publishes it. `by` kMax waits
+  // (beating as `mine`) up to member_timeout for the previous round's accounting first;
+  // kLastCall drops the nodes that died while the round formed.
+  void Seal(int round, SealBy by, const Ticket* mine = nullptr);
+  // Settles and writes `sealed` for the `seq` arrivals (first writer wins); false: another
+  // node's record is there. A round without quorum then stops this side.
+  bool Publish(int round, SeqValue seq, const std::vector<std::pair<int, int>>& dropped);
+  SeqValue CountedArrivals(int round, SeqValue sealed);
   std::optional<FormedRound> ReadSealed(const Ticket& ticket);  // none: this node was dropped
   int RestartCountFor(int round);
   // Round `round`'s quorum of the previous round's members (needed after a loss, or in a moved
@@ -232,6 +273,7 @@ class DynamicRendezvous {
   DynamicRendezvousOptions options_;
   std::shared_ptr<Store> store_;
   RendezvousKeys keys_;
+  std::optional<Arrival> pending_;
 };
 
 }  // namespace ddprun::rendezvous

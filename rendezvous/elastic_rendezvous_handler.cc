@@ -36,7 +36,7 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
         answered_ = true;
         outage_since_.reset();  // from now on an outage may last the join timeout
       }
-      const FormedRound formed = rendezvous_->Join(Current());
+      const FormedRound formed = rendezvous_->Join(Current(), TakeInterrupted());
       {
         std::lock_guard lock(mutex_);
         current_ = formed;
@@ -46,6 +46,9 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
       return Publish(formed);
     } catch (const StoreConnectionError& error) {
       if (shutdown_) ThrowClosed();
+      if (auto arrival = rendezvous_->PendingArrival()) {
+        interrupted_ = Interrupted{*arrival, StoreAddress(), epoch_};
+      }
       if (options_.replicated_store) {
         AwaitReplicatedStore(error, attempt_started);
         continue;
@@ -62,6 +65,14 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
       }
     }
   }
+}
+
+std::optional<Arrival> ElasticRendezvousHandler::TakeInterrupted() {
+  std::optional<Interrupted> interrupted = std::exchange(interrupted_, std::nullopt);
+  if (!interrupted || interrupted->epoch != epoch_ || interrupted->at != StoreAddress()) {
+    return std::nullopt;
+  }
+  return interrupted->arrival;
 }
 
 void ElasticRendezvousHandler::PrepareStore() {

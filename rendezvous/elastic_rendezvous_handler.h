@@ -104,6 +104,16 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   mutable std::mutex mutex_;  // current_, store_ and store_at_ for other threads
   std::optional<FormedRound> current_;
   std::atomic<bool> shutdown_{false};
+  // A join that a store error interrupted after its ADD, and the store it arrived at: the
+  // retry resumes it there (no second arrival), and forgets it in any other store.
+  struct Interrupted {
+    Arrival arrival;
+    HostPort at;
+    int epoch = 0;
+  };
+  std::optional<Interrupted> interrupted_;
+  // The interrupted arrival, when the retry is in the same store; consumed.
+  std::optional<Arrival> TakeInterrupted();
 };
 
 }  // namespace ddprun::rendezvous

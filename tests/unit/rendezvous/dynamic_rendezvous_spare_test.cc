@@ -1,0 +1,435 @@
+// A lost node never costs a restart (issue 22): hot spares that fill a round to MAX, members
+// that come back after a spare took their place, losses nobody declared yet, two losses in a
+// row, a loss in a moved store, a join resumed after a store error, and a bounded close.
+// Simulated nodes over the shared in-memory store; member_timeout is a minute, so a round that
+// forms within kPromptly formed on the accounting event, never on that timer.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/in_memory_store.h"
+#include "rendezvous/rendezvous_handler.h"
+#include "tests/unit/rendezvous/dynamic_rendezvous_job.h"
+
+namespace {
+
+using ddprun::rendezvous::Arrival;
+using ddprun::rendezvous::Bytes;
+using ddprun::rendezvous::DynamicRendezvous;
+using ddprun::rendezvous::DynamicRendezvousOptions;
+using ddprun::rendezvous::FormedRound;
+using ddprun::rendezvous::InMemoryStore;
+using ddprun::rendezvous::RendezvousTimeoutError;
+using ddprun::rendezvous::RoundChange;
+using ddprun::rendezvous::RoundMember;
+using ddprun::rendezvous::SeqValue;
+using ddprun::rendezvous::StoreConnectionError;
+using ddprun::rendezvous::testing::Job;
+using ddprun::rendezvous::testing::JoinAsync;
+using ddprun::rendezvous::testing::kPromptly;
+using ddprun::rendezvous::testing::Ready;
+using std::chrono::milliseconds;
+using Kind = RoundChange::Kind;
+using Clock = std::chrono::steady_clock;
+
+constexpr milliseconds kNeverReached{60'000};
+
+// A job whose rounds wait for their accounting as in a real launch (member_timeout set), and
+// whose last call is never what closes a round in these tests.
+Job SpareJob(int min_nodes, int max_nodes) {
+  Job job;
+  job.min_nodes = min_nodes;
+  job.max_nodes = max_nodes;
+  job.last_call = kNeverReached;
+  job.member_timeout = kNeverReached;
+  return job;
+}
+
+std::vector<FormedRound> FormFirstRound(const Job& job, int nodes) {
+  std::vector<std::future<FormedRound>> joins;
+  for (int id = 0; id < nodes; ++id) joins.push_back(JoinAsync(job, id));
+  std::vector<FormedRound> round;
+  for (auto& join : joins) round.push_back(Ready(join));
+  return round;
+}
+
+std::string Key(const Job& job, int round, const std::string& name) {
+  return job.Node(99).RoundKey(round, name);
+}
+
+// Blocks until `arrivals` nodes took a ticket in `round` (the spares are queued).
+void AwaitArrivals(const Job& job, int round, int arrivals) {
+  job.store->Wait({Key(job, round, "node/" + std::to_string(arrivals))}, kPromptly);
+}
+
+// What a survivor's agent does when its workers fail with a lost peer's connections.
+void WorkersFailed(const Job& job, int id, const FormedRound& member) {
+  DynamicRendezvous node = job.Node(id);
+  node.CountFailure(member.round);
+  node.Announce(member.round,
+                {Kind::kFailure, member.group_rank, "host" + std::to_string(id), "{}"});
+}
+
+// What the lost member's ring neighbour does once its heartbeats stopped.
+void DeclareLost(const Job& job, int watcher, const FormedRound& lost) {
+  job.Node(watcher).DeclareGone(lost.round, lost.group_rank,
+                                {Kind::kNodeLost, lost.group_rank, "host", "heartbeats stopped"});
+}
+
+bool Sealed(const Job& job, int round) { return job.store->Check({Key(job, round, "sealed")}); }
+
+int Arrivals(const Job& job, int round) {
+  return SeqValue{job.store->Add(Key(job, round, "seq"), 0)}.Arrivals();
+}
+
+// Blocks until `round`, closed by MAX, waits for the previous round's accounting.
+void AwaitSettling(const Job& job, int round) {
+  job.store->Wait({Key(job, round, "settling")}, kPromptly);
+}
+
+// Member `rank` of `round` last beat `ms_ago` milliseconds ago (negative: in the future, so
+// that no sweep takes it for silent until the test ages it).
+void BeatAt(const Job& job, int round, int rank, std::int64_t ms_ago) {
+  const auto now_ms = std::chrono::duration_cast<milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  job.store->SetString(Key(job, round, "hb_at/" + std::to_string(rank)),
+                       std::to_string(now_ms - ms_ago));
+}
+
+// A join that ends either formed or with an error (the job closed while it waited).
+std::optional<FormedRound> Outcome(std::future<FormedRound>& join) {
+  REQUIRE(join.wait_for(kPromptly) == std::future_status::ready);
+  try {
+    return join.get();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a spare that fills a round to MAX after a loss spends no restart",
+          "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(2, 2);
+  const auto first = FormFirstRound(job, 2);
+  auto spare = JoinAsync(job, 2);
+  AwaitArrivals(job, 1, 1);
+  // Node 1 dies: node 0's workers fail first, the spare wakes and node 0 fills the round.
+  WorkersFailed(job, 0, first[0]);
+  auto survivor = JoinAsync(job, 0, first[0]);
+  AwaitSettling(job, 1);
+  CHECK_FALSE(Sealed(job, 1));  // closed to arrivals, its restart count not settled yet
+  DeclareLost(job, 0, first[1]);
+  const FormedRound a = Ready(spare);
+  const FormedRound b = Ready(survivor);
+  CHECK(a.round == 1);
+  CHECK(a.group_world_size == 2);
+  CHECK(a.global_world_size == 4);
+  CHECK(a.restart_count == 0);
+  CHECK(b.restart_count == 0);
+  CHECK(a.group_rank == 0);  // the spare was waiting first
+  CHECK(b.group_rank == 1);
+}
+
+TEST_CASE("a failure with every member back still spends one restart when a spare fills MAX",
+          "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(1, 2);
+  const auto first = FormFirstRound(job, 2);
+  auto spare = JoinAsync(job, 2);
+  AwaitArrivals(job, 1, 1);
+  WorkersFailed(job, 1, first[1]);  // a real failure: nobody is lost
+  auto a = JoinAsync(job, 0, first[0]);
+  auto b = JoinAsync(job, 1, first[1]);
+  // One member fills the round with the spare, the other comes back late and waits as the
+  // next spare; both are accounted for, so the round settles at once, charged one restart.
+  const FormedRound formed = Ready(spare);
+  CHECK(formed.restart_count == 1);
+  CHECK(formed.group_world_size == 2);
+  AwaitArrivals(job, 2, 1);  // the late member waits in round 2
+  job.Node(9).Close(1);
+  const auto outcome_a = Outcome(a);
+  const auto outcome_b = Outcome(b);
+  REQUIRE(outcome_a.has_value() != outcome_b.has_value());
+  CHECK((outcome_a ? *outcome_a : *outcome_b).restart_count == 1);
+}
+
+TEST_CASE("nodes beyond MAX wait for the next round instead of crowding a full one",
+          "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(1, 2);
+  const auto first = FormFirstRound(job, 2);
+  std::vector<std::future<FormedRound>> spares;
+  for (int id = 2; id < 5; ++id) spares.push_back(JoinAsync(job, id));
+  AwaitArrivals(job, 1, 2);
+  AwaitArrivals(job, 2, 1);  // the third one is already queued for round 2
+  // Both members leave: the two spares of round 1 wake.
+  job.Node(0).DeclareGone(0, 0, {Kind::kNodeLeaving, 0, "host0", "SIGTERM"});
+  job.Node(1).DeclareGone(0, 1, {Kind::kNodeLeaving, 1, "host1", "SIGTERM"});
+  job.store->Wait({Key(job, 1, "sealed")}, kPromptly);
+  job.Node(9).Close(1);
+  int formed = 0;
+  for (auto& spare : spares) {
+    if (const auto outcome = Outcome(spare)) {
+      ++formed;
+      CHECK(outcome->group_world_size == 2);
+      CHECK(outcome->global_world_size == 4);
+      CHECK(outcome->restart_count == 0);
+    }
+  }
+  CHECK(formed == 2);
+  CHECK(Arrivals(job, 1) == 3);  // three tickets taken, two in the round
+}
+
+TEST_CASE("members that come back after spares filled the round keep the quorum",
+          "[dynamic_rendezvous][spare][quorum]") {
+  Job job = SpareJob(2, 3);
+  const auto first = FormFirstRound(job, 3);
+  auto spare_a = JoinAsync(job, 3);
+  auto spare_b = JoinAsync(job, 4);
+  AwaitArrivals(job, 1, 2);
+  WorkersFailed(job, 0, first[0]);  // node 2 died
+  auto back_0 = JoinAsync(job, 0, first[0]);
+  auto back_1 = JoinAsync(job, 1, first[1]);
+  AwaitSettling(job, 1);
+  DeclareLost(job, 1, first[2]);
+  // One of the two members made the round, the other came back late: 2 of 3 members reached
+  // the store, a quorum, though only one of them is in the round.
+  const FormedRound formed = Ready(spare_a);
+  CHECK(formed.group_world_size == 3);
+  CHECK(formed.restart_count == 0);
+  CHECK(Ready(spare_b).restart_count == 0);
+  const auto sealed = job.store->GetString(Key(job, 1, "sealed"));
+  CHECK_THAT(sealed, Catch::Contains("\"survivors\":2"));
+  CHECK_THAT(sealed, Catch::Contains("\"quorum\":true"));
+  AwaitArrivals(job, 2, 1);
+  job.Node(9).Close(1);
+  const auto outcome_0 = Outcome(back_0);
+  const auto outcome_1 = Outcome(back_1);
+  REQUIRE(outcome_0.has_value() != outcome_1.has_value());  // the late one: closed while waiting
+  CHECK((outcome_0 ? *outcome_0 : *outcome_1).restart_count == 0);
+}
+
+TEST_CASE("two losses in a row spend no restart", "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(2, 2);
+  const auto first = FormFirstRound(job, 2);
+  auto spare = JoinAsync(job, 2);
+  AwaitArrivals(job, 1, 1);
+  WorkersFailed(job, 0, first[0]);
+  auto survivor = JoinAsync(job, 0, first[0]);
+  AwaitSettling(job, 1);
+  DeclareLost(job, 0, first[1]);
+  const FormedRound second_spare = Ready(spare);
+  const FormedRound second_survivor = Ready(survivor);
+  REQUIRE(second_survivor.restart_count == 0);
+  // The spare that came in dies too; another spare is waiting.
+  auto next_spare = JoinAsync(job, 3);
+  AwaitArrivals(job, 2, 1);
+  WorkersFailed(job, 0, second_survivor);
+  auto again = JoinAsync(job, 0, second_survivor);
+  AwaitSettling(job, 2);
+  CHECK_FALSE(Sealed(job, 2));
+  DeclareLost(job, 0, second_spare);
+  const FormedRound third = Ready(again);
+  CHECK(third.round == 2);
+  CHECK(third.group_world_size == 2);
+  CHECK(third.restart_count == 0);
+  CHECK(Ready(next_spare).restart_count == 0);
+}
+
+TEST_CASE("a node and its ring watcher lost together are swept before the round settles",
+          "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(2, 4);
+  job.keep_alive_interval = milliseconds{50};  // silent for 150 ms: swept
+  const auto first = FormFirstRound(job, 4);
+  BeatAt(job, 0, first[2].group_rank, -60'000);  // alive until the round closes to arrivals
+  auto spare_a = JoinAsync(job, 4);
+  auto spare_b = JoinAsync(job, 5);
+  AwaitArrivals(job, 1, 2);
+  // Nodes 1 and 2 die together: 0 watches 1 (declares it), 1 watched 2 (nobody declares it).
+  WorkersFailed(job, 0, first[0]);
+  auto back_0 = JoinAsync(job, 0, first[0]);
+  auto back_3 = JoinAsync(job, 3, first[3]);
+  AwaitSettling(job, 1);
+  DeclareLost(job, 0, first[1]);
+  // Node 2's beats stopped 10 s ago: the round's first arrival (a spare) sweeps it.
+  BeatAt(job, 0, first[2].group_rank, 10'000);
+  std::vector<FormedRound> views{Ready(spare_a), Ready(spare_b), Ready(back_0), Ready(back_3)};
+  for (const auto& view : views) {
+    CHECK(view.round == 1);
+    CHECK(view.group_world_size == 4);
+    CHECK(view.restart_count == 0);
+  }
+  CHECK(job.store->Check({Key(job, 0, "gone/" + std::to_string(first[2].group_rank))}));
+}
+
+TEST_CASE("a newcomer arriving with a loss does not charge the loss as a restart",
+          "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(2, 3);
+  job.last_call = milliseconds{100};  // round 0 forms with 2; later rounds wait member_timeout
+  const auto first = FormFirstRound(job, 2);  // room for one more
+  auto newcomer = JoinAsync(job, 2);
+  job.store->Wait({Key(job, 0, "change")}, kPromptly);  // "node waiting" won the change
+  CHECK(RoundChange::Decode(job.store->GetString(Key(job, 0, "change"))).kind ==
+        Kind::kNodeWaiting);
+  WorkersFailed(job, 0, first[0]);  // node 1 died at the same moment
+  auto newcomer_b = JoinAsync(job, 3);
+  AwaitArrivals(job, 1, 2);
+  auto survivor = JoinAsync(job, 0, first[0]);  // fills the round to MAX
+  AwaitSettling(job, 1);
+  CHECK_FALSE(Sealed(job, 1));
+  DeclareLost(job, 0, first[1]);
+  const FormedRound formed = Ready(survivor);
+  CHECK(formed.group_world_size == 3);
+  CHECK(formed.restart_count == 0);
+  CHECK(Ready(newcomer).restart_count == 0);
+  CHECK(Ready(newcomer_b).restart_count == 0);
+}
+
+TEST_CASE("a loss nobody declares in a moved store is swept before a full round settles",
+          "[dynamic_rendezvous][spare][failover]") {
+  Job job = SpareJob(1, 5);
+  job.keep_alive_interval = milliseconds{50};
+  const FormedRound basis{0, 0, 5, 0, 10, 2};
+  std::vector<RoundMember> members;
+  for (int rank = 0; rank < 5; ++rank) {
+    members.push_back({rank, {"host" + std::to_string(rank), "10.0.0." + std::to_string(rank),
+                              1000 + rank, 2, rank == 0}});
+  }
+  // The store host (0) and node 4 were lost together; the moved store knows of 0 only.
+  job.Node(1).SeedMovedStore(basis, members, 0, {1, "10.0.0.1:29400", 0});
+  BeatAt(job, 0, 4, -60'000);  // not silent until the round closes to arrivals
+  std::vector<std::future<FormedRound>> joins;
+  for (int rank = 1; rank <= 3; ++rank) {
+    FormedRound mine = basis;
+    mine.group_rank = rank;
+    joins.push_back(JoinAsync(job, rank, mine));
+  }
+  joins.push_back(JoinAsync(job, 5));  // two newcomers fill the round to MAX
+  joins.push_back(JoinAsync(job, 6));
+  AwaitSettling(job, 1);
+  CHECK_FALSE(Sealed(job, 1));
+  BeatAt(job, 0, 4, 10'000);  // its beats stopped: the round's first arrival sweeps it
+  for (auto& join : joins) {
+    const FormedRound formed = Ready(join);
+    CHECK(formed.round == 1);
+    CHECK(formed.group_world_size == 5);
+    CHECK(formed.restart_count == 2);  // carried over
+  }
+  CHECK(job.store->Check({Key(job, 0, "gone/4")}));
+  const auto sealed = job.store->GetString(Key(job, 1, "sealed"));
+  CHECK_THAT(sealed, Catch::Contains("\"survivors\":3"));  // 3 of 5: more than half
+}
+
+TEST_CASE("a seal by MAX settles after member_timeout when nobody accounts for a member",
+          "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(2, 2);
+  job.member_timeout = milliseconds{300};
+  job.last_call = milliseconds{300};
+  const auto first = FormFirstRound(job, 2);
+  auto spare = JoinAsync(job, 2);
+  AwaitArrivals(job, 1, 1);
+  WorkersFailed(job, 0, first[0]);
+  const auto started = Clock::now();
+  auto survivor = JoinAsync(job, 0, first[0]);
+  const FormedRound formed = Ready(survivor);  // node 1 is never declared
+  CHECK(Clock::now() - started >= milliseconds{300});
+  CHECK(formed.restart_count == 1);  // nothing explains the failure: it is charged
+  CHECK(Ready(spare).restart_count == 1);
+}
+
+TEST_CASE("a join retried after a store error resumes its ticket",
+          "[dynamic_rendezvous][resume]") {
+  Job job;
+  job.min_nodes = 3;
+  job.max_nodes = 3;
+  auto connection = job.store->Connect();
+  DynamicRendezvousOptions options;
+  options.run_id = "job";
+  options.min_nodes = 3;
+  options.max_nodes = 3;
+  options.node = {"host0", "10.0.0.0", 1000, 2, false};
+  options.join_timeout = milliseconds{20'000};
+  DynamicRendezvous first_try(options, connection);
+  auto interrupted = std::async(std::launch::async, [&] { return first_try.Join(std::nullopt); });
+  AwaitArrivals(job, 0, 1);
+  connection->Interrupt();  // the store connection breaks while it waits for the others
+  REQUIRE(interrupted.wait_for(kPromptly) == std::future_status::ready);
+  CHECK_THROWS_AS(interrupted.get(), StoreConnectionError);
+  const std::optional<Arrival> pending = first_try.PendingArrival();
+  REQUIRE(pending);
+  CHECK(pending->round == 0);
+
+  DynamicRendezvous retry(options, job.store->Connect());
+  auto resumed = std::async(std::launch::async, [&] { return retry.Join(std::nullopt, pending); });
+  auto b = JoinAsync(job, 1);
+  auto c = JoinAsync(job, 2);
+  const FormedRound mine = Ready(resumed);
+  CHECK(mine.group_rank == 0);  // its first ticket, not a fourth arrival
+  CHECK(mine.group_world_size == 3);
+  CHECK(Ready(b).group_world_size == 3);
+  CHECK(Ready(c).group_world_size == 3);
+  CHECK(Arrivals(job, 0) == 3);  // no phantom
+  CHECK_FALSE(retry.PendingArrival());
+}
+
+TEST_CASE("an arrival from another store is not resumed", "[dynamic_rendezvous][resume]") {
+  Job job = SpareJob(1, 2);
+  // Ticket 1 of round 0 belongs to another node here (a store that restarted meanwhile).
+  auto other = JoinAsync(job, 5);
+  AwaitArrivals(job, 0, 1);
+  DynamicRendezvous retry = job.Node(0);
+  const Arrival stale{0, SeqValue::kArrival + 2 * SeqValue::kWorker};
+  auto joined = std::async(std::launch::async, [&] { return retry.Join(std::nullopt, stale); });
+  const FormedRound mine = Ready(joined);
+  CHECK(mine.group_rank == 1);  // a ticket of its own
+  CHECK(Ready(other).group_rank == 0);
+}
+
+namespace {
+
+// A store whose requests get no reply: each waits for the store timeout it was given, as the
+// c10d client's do, then fails (the client's ReplyTimeout).
+class SilentStore : public InMemoryStore {
+ public:
+  std::vector<milliseconds> timeouts;  // Timeout() each request saw
+  void Set(const std::string&, const Bytes&) override { NoReply(); }
+  Bytes CompareSet(const std::string&, const Bytes&, const Bytes&) override {
+    NoReply();
+    return {};
+  }
+
+ private:
+  void NoReply() {
+    timeouts.push_back(Timeout());
+    std::promise<void> never;
+    never.get_future().wait_for(Timeout());  // the silent peer, bounded by the request timeout
+    throw StoreConnectionError("no reply from 127.0.0.1:29400");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("closing the rendezvous gives up after close_timeout with one line",
+          "[dynamic_rendezvous][close]") {
+  auto store = std::make_shared<SilentStore>();
+  DynamicRendezvousOptions options;
+  options.run_id = "job";
+  options.close_timeout = milliseconds{200};
+  DynamicRendezvous node(options, store);
+  const auto started = Clock::now();
+  try {
+    node.Close(0);
+    FAIL("Close returned against a silent store");
+  } catch (const RendezvousTimeoutError& error) {
+    CHECK_THAT(error.what(), Catch::Contains("took longer than close_timeout=0.2 s"));
+    CHECK_THAT(error.what(), Catch::Contains("no reply from 127.0.0.1:29400"));
+  }
+  CHECK(Clock::now() - started < milliseconds{5'000});
+  REQUIRE_FALSE(store->timeouts.empty());
+  CHECK(store->timeouts.front() <= milliseconds{200});
+  CHECK(store->Timeout() == InMemoryStore().Timeout());  // restored
+}
