@@ -125,12 +125,20 @@ RdzvFormingRound ReadForming(Reader& reader, int round, std::int64_t seq) {
   forming.workers = value.Workers();
   forming.seals = value.Seals();
   forming.min_reached = reader.Exists(keys.Round(round, "min"));
+  forming.settling_since_ms = reader.ReadDecoded(keys.Round(round, "settling"), ParseRdzvInteger);
   for (int ticket = 1; ticket <= forming.arrivals; ++ticket) {
     forming.nodes.push_back(
         {ticket, reader.ReadDecoded(keys.Round(round, "node/" + std::to_string(ticket)),
                                     ParseRdzvNode)});
   }
   return forming;
+}
+
+// Nodes wait in the round after a formed one that has no change: the formed round is full (a
+// node with room announces itself as waiting), so they are its hot spares.
+bool HotSpares(const RdzvView& view) {
+  return view.formed && !view.formed->change && view.forming && view.forming->seals == 0 &&
+         view.forming->arrivals > 0;
 }
 
 std::string Text(const std::optional<std::string>& value) { return value ? *value : "-"; }
@@ -328,6 +336,15 @@ std::string FormatRdzvTable(const RdzvView& view, std::int64_t now_ms) {
            (forming->seals > 0 ? "sealing" : "forming") + ", " +
            Plural(forming->arrivals, "node") + " arrived (" + Plural(forming->workers, "worker") +
            ")" + (forming->min_reached && forming->seals == 0 ? ", minimum reached" : "") + "\n";
+    if (HotSpares(view)) {
+      out += "  hot spares: round " + std::to_string(view.formed->round) +
+             " runs; they take the place of a member that is lost or leaves\n";
+    }
+    if (forming->seals > 0 && forming->settling_since_ms) {
+      out += "  settling: closed by MAX " + AgeText(forming->settling_since_ms, now_ms) +
+             "; its restart count waits for round " + std::to_string(forming->round - 1) +
+             "'s members to be accounted for\n";
+    }
     if (!forming->nodes.empty()) {
       std::vector<std::vector<std::string>> rows{{"TICKET", "HOST", "ADDR", "PID", "NPROC"}};
       for (const auto& arrival : forming->nodes) {
@@ -397,6 +414,11 @@ std::string FormatRdzvJson(const RdzvView& view, std::int64_t now_ms) {
                        {"workers", forming->workers},
                        {"seals", forming->seals},
                        {"min_reached", forming->min_reached},
+                       {"hot_spares", HotSpares(view)},
+                       {"settling_for",
+                        forming->settling_since_ms
+                            ? Json(HeartbeatAgeSeconds(*forming->settling_since_ms, now_ms))
+                            : Json(nullptr)},
                        {"nodes", nodes}};
   }
   return json.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";

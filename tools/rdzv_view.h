@@ -72,6 +72,9 @@ struct RdzvFormingRound {
   int workers = 0;
   int seals = 0;          // > 0: sealed, `sealed` not yet published
   bool min_reached = false;
+  // Closed by MAX and waiting for the formed round's members to be accounted for (`settling`,
+  // epoch ms) before it settles its restart count.
+  std::optional<std::int64_t> settling_since_ms;
   std::vector<RdzvArrival> nodes;
 };
 

@@ -245,6 +245,34 @@ class StoreRdzvViewTest(lib.DdprunTestCase):
         self.assertIn("no round formed yet", out)
         self.assertIn("round 0: sealing, 2 nodes arrived (2 workers)", out)
 
+    def test_hot_spares_and_a_round_settling(self):
+        """A full round 0 runs (no change) with node d queued in round 1: a hot spare. Then
+        round 1 is closed by MAX and waits for round 0's accounting (`settling`)."""
+        full = {"round": "1", "r0/seq": str(seq(2, 3, 1)), "r0/min": "1",
+                "r0/sealed": {"nodes": 2, "world": 3, "restarts": 0},
+                "r0/node/1": NODE_A, "r0/node/2": NODE_B,
+                "r1/seq": str(seq(1, 1)), "r1/node/1": NODE_D}
+        self.populate("spares", full)
+        out = self.view("spares").stdout
+        self.assertIn("round 1: forming, 1 node arrived (1 worker)", out)
+        self.assertIn("  hot spares: round 0 runs; they take the place of a member that is lost "
+                      "or leaves", out)
+        self.assertIs(self.view_json("spares")["forming"]["hot_spares"], True)
+        self.assertIsNone(self.view_json("spares")["forming"]["settling_for"])
+        settling_at = now_ms() - 1500
+        self.populate("settle", dict(full, **{
+            "r0/change": {"kind": "failure", "group_rank": 0, "host": "node-a", "detail": "{}"},
+            "r1/seq": str(seq(2, 3, 1)), "r1/node/2": NODE_A, "r1/min": "1",
+            "r1/settling": str(settling_at)}))
+        out = self.view("settle").stdout
+        self.assertNotIn("hot spares", out)
+        self.assertIn("round 1: sealing, 2 nodes arrived (3 workers)", out)
+        self.assertRegex(out, r"  settling: closed by MAX \d+\.\d s ago; its restart count waits "
+                              r"for round 0's members to be accounted for")
+        forming = self.view_json("settle")["forming"]
+        self.assertIs(forming["hot_spares"], False)
+        self.assertGreaterEqual(forming["settling_for"], 1.4)
+
     def test_formed_round_with_nothing_waiting(self):
         self.populate("j3", {"round": "0", "r0/seq": str(seq(1, 1, 1)),
                              "r0/sealed": {"nodes": 1, "world": 1, "restarts": 0},

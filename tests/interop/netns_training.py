@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import ddprun_testlib as lib  # noqa: E402
 
 TRAIN = os.path.join(lib.INTEROP_DIR, "train_elastic.py")
+STORE_TOOL = os.path.join(lib.BUILD_DIR, "tools", "ddprun-store")
 HOSTS = 4
 NPROC = 2
 RDZV_PORT = 29500  # in each host's namespace: no clash with anything outside them
@@ -80,13 +81,14 @@ class NetnsTrainingTest(lib.DdprunTestCase):
         """Launcher arguments of host's agent beyond the common ones (after --local_addr)."""
         return []
 
-    def start_agent(self, host, nnodes="2:3", script_args=(), steps=STEPS):
+    def start_agent(self, host, nnodes="2:3", script_args=(), steps=STEPS,
+                    max_restarts=MAX_RESTARTS):
         out_path, err_path = self.path("agent%d.out" % host), self.path("agent%d.err" % host)
         env = self.env({"GLOO_SOCKET_IFNAME": self.hosts.devices[host], HOST_VAR: str(host)})
         args = self.hosts.exec_prefix(host) + [
             lib.DDPRUN, "--nnodes=%s" % nnodes, "--nproc_per_node=%d" % NPROC,
             "--rdzv_backend=c10d", "--rdzv_endpoint=%s" % self.endpoints,
-            "--rdzv_id=%s" % self.rdzv_id, "--max_restarts=%d" % MAX_RESTARTS,
+            "--rdzv_id=%s" % self.rdzv_id, "--max_restarts=%d" % max_restarts,
             "--rdzv_conf=%s" % RDZV_CONF, "--local_addr=%s" % self.hosts.addresses[host]]
         args += self.agent_args(host)
         args += ["--python", lib.SYSTEM_PYTHON, TRAIN, self.job_dir, "--steps", str(steps),
@@ -97,13 +99,24 @@ class NetnsTrainingTest(lib.DdprunTestCase):
         self.agents[host] = proc
         return proc
 
-    def start_hosts(self, count=3, nnodes="2:3", script_args=(), steps=STEPS):
+    def start_hosts(self, count=3, nnodes="2:3", script_args=(), steps=STEPS,
+                    max_restarts=MAX_RESTARTS):
         """Host 0 first (it serves the rendezvous store), then the others once it listens."""
-        first = self.start_agent(0, nnodes, script_args, steps)
+        first = self.start_agent(0, nnodes, script_args, steps, max_restarts)
         lib.wait_for(lambda: self._listening(first), 30,
                      "host 0's rendezvous store on port %d" % RDZV_PORT)
-        return [first] + [self.start_agent(h, nnodes, script_args, steps)
+        return [first] + [self.start_agent(h, nnodes, script_args, steps, max_restarts)
                           for h in range(1, count)]
+
+    def rdzv_view(self):
+        """`ddprun-store rdzv --json` of this job, run in host 0's namespace."""
+        result = subprocess.run(
+            self.hosts.exec_prefix(0) + [
+                STORE_TOOL, "rdzv", "--endpoint", "%s:%d" % (self.hosts.addresses[0], RDZV_PORT),
+                "--rdzv_id", self.rdzv_id, "--json", "--timeout", "10", "--connect-timeout", "10"],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)
 
     def _listening(self, proc):
         self._fail_if_exited()

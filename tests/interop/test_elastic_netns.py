@@ -15,7 +15,10 @@ Scenarios (hosts 0..2 start in each):
 - a node arriving: host 3's agent starts mid-run; the group grows to world size 8 (--nnodes=2:4
   there: with 2:3 a fourth 2-worker node could never join), without spending a restart;
 - a worker failing on every attempt: the job ends after exactly --max_restarts restarts, every
-  agent exits with the worker's code (3) and prints the root-cause summary.
+  agent exits with the worker's code (3) and prints the root-cause summary;
+- a hot spare (issue 22): --nnodes=2:2 --max_restarts=0 with a third agent waiting; host 1 is
+  SIGKILLed with its workers; the spare takes its place at world size 4 within the heartbeat
+  timeout + one interval + start-up (+ margin), no restart is charged, the job finishes.
 
 Skipped (exit 77) without torch; its tests skip without root/`ip netns`. Timings are printed.
 """
@@ -146,6 +149,63 @@ class ElasticNetnsTest(NetnsTrainingTest):
         print("\n[failing worker] %d attempts (restart counts of rank 1's workers: %s), "
               "all %d agents exited 3 after %.1f s" % (len(counts), counts, len(results),
                                                       elapsed))
+
+    def test_d_a_hot_spare_replaces_a_lost_member_without_a_restart(self):
+        """Issue 22: --nnodes=2:2 --max_restarts=0 with a third agent waiting as a hot spare;
+        host 1 (not the store host) is SIGKILLed with its workers. The spare takes its place at
+        the same world size, nothing is charged as a restart, and the job finishes."""
+        nnodes = "2:2"
+        procs = self.start_hosts(2, nnodes, max_restarts=0)
+        self.wait_step(lambda e: e["world_size"] == 2 * NPROC, "a step at world size 4")
+        procs.append(self.start_agent(2, nnodes, max_restarts=0))
+        view = lib.wait_for(self._spare_listed, 30, "host 2 listed as a hot spare", interval=0.2)
+        steps_now = max(e["step"] for e in self.steps())
+        kill_at = max(2 * CKPT_EVERY + 2, steps_now + 2)
+        before = self.wait_step(lambda e: e["step"] >= kill_at, "step %d" % kill_at)
+        old_group = before["group"]
+        killed_at = self.kill_host(1)
+
+        results = self.finish_all([procs[0], procs[2]])
+        procs[1].wait(timeout=10)
+        for result in results:
+            self.assertExit(result, 0)
+            self.assertNoLauncherTraceback(result)
+            self.assertNotIn("restart(s) are spent", result.stderr)
+        self.assertNoLeftovers()
+
+        entries = self.steps()
+        records = self.started()
+        after = [e for e in entries if e["group"] != old_group and e["t"] > killed_at]
+        self.assertTrue(after, "no step after the kill\n" + self.describe_agents())
+        second = [r for r in records if r["group"] == after[0]["group"]]
+        startup = self.startup(second)
+        resumed = after[0]["t"] - killed_at
+        budget = HEARTBEAT_TIMEOUT + KEEP_ALIVE_INTERVAL + startup + MARGIN
+        print("\n[hot spare] kill -> first step at world size %d: %.2f s (kill -> new workers "
+              "spawned %.2f s; their start-up %.2f s); budget %.2f s = heartbeat timeout %d + one "
+              "interval %d + start-up + margin %.1f; spare listed as %s; restart counts logged: "
+              "%s" % (after[0]["world_size"], resumed, min(r["spawn"] for r in second) - killed_at,
+                      startup, budget, HEARTBEAT_TIMEOUT, KEEP_ALIVE_INTERVAL, MARGIN,
+                      [(n["host"], n["ticket"]) for n in view["forming"]["nodes"]],
+                      sorted({e["restart_count"] for e in entries})))
+
+        self.check_history(entries)
+        self.assertEqual({e["world_size"] for e in entries}, {2 * NPROC}, self.describe_agents())
+        self.assertEqual(sorted(r["host"] for r in second), sorted(["0", "2"] * NPROC))
+        self.assertEqual({e["restart_count"] for e in entries}, {0},
+                         "a lost node spent a restart\n" + self.describe_agents())
+        self.assertEqual({r["restart_count"] for r in records}, {0})
+        self.assertLessEqual(resumed, budget, self.describe_agents())
+
+    def _spare_listed(self):
+        self._fail_if_exited()
+        view = self.rdzv_view()
+        forming = view.get("forming") or {}
+        if not forming.get("hot_spares"):
+            return None
+        if [n.get("addr") for n in forming["nodes"]] != [self.hosts.addresses[2]]:
+            return None
+        return view
 
 
 if __name__ == "__main__":
