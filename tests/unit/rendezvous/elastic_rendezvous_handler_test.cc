@@ -21,8 +21,13 @@ using std::chrono::seconds;
 // Forwards to `store` while up; every call fails as a lost connection while down.
 class OutageStore : public Store {
  public:
-  OutageStore(std::shared_ptr<Store> store, const bool& down) : store_(std::move(store)), down_(down) {}
-  void Set(const std::string& key, const Bytes& value) override { Up().Set(key, value); }
+  OutageStore(std::shared_ptr<Store> store, const bool& down,
+              std::function<void(const std::string&)> on_set = {})
+      : store_(std::move(store)), down_(down), on_set_(std::move(on_set)) {}
+  void Set(const std::string& key, const Bytes& value) override {
+    Up().Set(key, value);
+    if (on_set_) on_set_(key);
+  }
   Bytes Get(const std::string& key) override { return Up().Get(key); }
   std::int64_t Add(const std::string& key, std::int64_t delta) override {
     return Up().Add(key, delta);
@@ -46,6 +51,7 @@ class OutageStore : public Store {
   }
   std::shared_ptr<Store> store_;
   const bool& down_;
+  std::function<void(const std::string&)> on_set_;
 };
 
 // The etcd cluster as the handler sees it: one address, a store that can go down, a fake clock.
@@ -55,13 +61,16 @@ class ReplicatedSite : public StoreSite {
   int serves = 0;
   int probes = 0;
   std::function<void(milliseconds elapsed)> on_pause;  // scripted events as the clock moves
+  std::function<void(const std::string& key)> on_set;  // scripted events as keys are written
 
   Reach Probe(const HostPort&, milliseconds) override {
     ++probes;
     return Reach::kAnswered;
   }
   std::shared_ptr<Store> Connect(const HostPort&, milliseconds) override {
-    return std::make_shared<OutageStore>(keys_.Connect(), down);
+    return std::make_shared<OutageStore>(keys_.Connect(), down, [this](const std::string& key) {
+      if (on_set) on_set(key);
+    });
   }
   std::optional<HostPort> Serve(int) override {
     ++serves;
@@ -76,6 +85,7 @@ class ReplicatedSite : public StoreSite {
   void Cancel() override { cancelled_ = true; }
   Clock::time_point Now() override { return now_; }
   milliseconds Elapsed() const { return std::chrono::duration_cast<milliseconds>(now_ - start_); }
+  InMemoryStore& Keys() { return keys_; }
 
  private:
   InMemoryStore keys_{seconds(5)};
@@ -171,6 +181,25 @@ TEST_CASE("shutdown during an outage of the replicated store ends the join at on
   };
   CHECK_THROWS_AS(handler.NextRendezvous(), RendezvousClosedError);
   CHECK(site.Elapsed() == seconds(3));
+}
+
+TEST_CASE("a join cut off by the store after its arrival resumes its ticket", "[rendezvous]") {
+  ReplicatedSite site;
+  FakeWorkerStore workers;
+  ElasticHandlerOptions options = Options();
+  options.rendezvous.max_nodes = 1;
+  int cuts = 0;
+  site.on_set = [&](const std::string& key) {  // the outage comes right after its record
+    if (key == "ddprun/rdzv/job/r0/node/1" && cuts++ == 0) site.down = true;
+  };
+  site.on_pause = [&](milliseconds) { site.down = false; };
+  ElasticRendezvousHandler handler(options, site, workers);
+  const RendezvousInfo info = handler.NextRendezvous();
+  CHECK(cuts == 2);  // the record was written again by the resumed join
+  CHECK(info.round == 0);  // a second ticket would be past MAX: round 1
+  CHECK(info.group_rank == 0);
+  CHECK(SeqValue{site.Keys().Add("ddprun/rdzv/job/r0/seq", 0)}.Arrivals() == 1);
+  CHECK(site.Elapsed() == seconds(1));  // one outage_retry
 }
 
 }  // namespace
