@@ -168,8 +168,8 @@ void DynamicRendezvous::AfterArrival(const Ticket& ticket,
   const bool all_accounted =
       member && MarkAccounted(round, previous->group_rank, previous->group_world_size);
   if (number == 1) store_->SetString(keys_.Hint(), std::to_string(round));
-  if (missed_one) SignalWaiting(round - 1);
-  if (round > 0) AwaitEndOf(round - 1, deadline);
+  if (missed_one) SignalWaiting(round - 1, ticket);
+  if (round > 0) AwaitEndOf(round - 1, ticket, deadline);
   if (number >= options_.min_nodes) store_->SetString(RoundKey(round, "min"), "1");
   if (all_accounted && AccountedAndSealable(round)) {
     Seal(round, SealBy::kAccounting);
@@ -180,9 +180,10 @@ void DynamicRendezvous::AfterArrival(const Ticket& ticket,
 
 // The round this node missed may still be settling its restart count (a seal by MAX waits for
 // the accounting): its record comes within member_timeout, unless its sealer died.
-void DynamicRendezvous::SignalWaiting(int round) {
+void DynamicRendezvous::SignalWaiting(int round, const Ticket& mine) {
   try {
-    store_->Wait({RoundKey(round, "sealed")}, options_.member_timeout + kSealPublishGrace);
+    WaitBeating(RoundKey(round, "sealed"), mine, options_.member_timeout + kSealPublishGrace,
+                /*sweep=*/false);
   } catch (const StoreTimeout&) {
     return;
   }
@@ -194,9 +195,11 @@ void DynamicRendezvous::SignalWaiting(int round) {
 
 // Round `round` + 1 may form only once the members of `round` are leaving it, so that a
 // newcomer never starts a second group next to a running one.
-void DynamicRendezvous::AwaitEndOf(int round, Clock::time_point deadline) {
+void DynamicRendezvous::AwaitEndOf(int round, const Ticket& mine, Clock::time_point deadline) {
   try {
-    store_->Wait({RoundKey(round, "change")}, Left(deadline));
+    // A hot spare waits here for as long as the round runs: it beats, so that a spare that
+    // died meanwhile is dropped from the round it would fill (DeadWhileForming).
+    WaitBeating(RoundKey(round, "change"), mine, Left(deadline), /*sweep=*/false);
   } catch (const StoreTimeout&) {
     ThrowIfClosed();
     throw RendezvousTimeoutError("round " + std::to_string(round) + " is full (the maximum of " +
@@ -241,7 +244,7 @@ std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
 // The ADD of kSeal is ordered with every arrival's ADD: its result counts exactly the nodes of
 // the round. Only the first sealer (seal count 1) publishes it.
 void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket,
-                                    milliseconds timeout) {
+                                    milliseconds timeout, bool sweep) {
   const milliseconds interval = options_.keep_alive_interval;
   if (interval.count() <= 0) {
     store_->Wait({key}, timeout);
@@ -258,7 +261,9 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
       if (Clock::now() >= deadline) throw;
     }
     store_->SetString(beat, std::to_string(WallClockMs()));
-    if (ticket.seq.Arrivals() == 1 && ticket.round > 0) SweepSilentMembers(ticket.round);
+    if (sweep && ticket.seq.Arrivals() == 1 && ticket.round > 0) {
+      SweepSilentMembers(ticket.round);
+    }
   }
 }
 

@@ -12,7 +12,8 @@
 //   min      set once MIN nodes arrived (starts everyone's last call).
 //   sealed   {"nodes", "world", "restarts", "dropped": [[ticket, nproc], ...]}, written by the
 //            first sealer; nodes and world exclude the dropped (dead while the round formed).
-//   fhb_at/<t> while the round forms: the wall-clock time (epoch ms) of ticket t's last beat.
+//   fhb_at/<t> while the round forms (or its spares wait for round k-1 to end): the wall-clock
+//            time (epoch ms) of ticket t's last beat.
 //   acct/<r> member r of round k-1 is accounted for (rejoined, late, or declared gone): the
 //            first ADD on it moves `accounted` on, so each member counts once.
 //   accounted  members of round k-1 accounted for: when it reaches round k-1's size with at
@@ -223,12 +224,14 @@ class DynamicRendezvous {
   bool Resumable(const Arrival& arrival);
   void AfterArrival(const Ticket& ticket, const std::optional<FormedRound>& previous,
                     bool missed_one, Clock::time_point deadline);
-  // Wait for `key`, beating (fhb_at/<ticket>) every keep_alive_interval meanwhile.
-  void WaitBeating(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout);
+  // Wait for `key`, beating (fhb_at/<ticket>) every keep_alive_interval meanwhile; `sweep`: the
+  // round's first arrival also sweeps the previous round's silent members.
+  void WaitBeating(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout,
+                   bool sweep = true);
   // (ticket, nproc) of the nodes of `round`'s `nodes` arrivals that died while it formed.
   std::vector<std::pair<int, int>> DeadWhileForming(int round, int nodes);
-  void SignalWaiting(int round);
-  void AwaitEndOf(int round, Clock::time_point deadline);
+  void SignalWaiting(int round, const Ticket& mine);
+  void AwaitEndOf(int round, const Ticket& mine, Clock::time_point deadline);
   // Accounts for member `rank` of round `round`-1 (of `members`) in round `round`, once;
   // `late`: it came back after `round` sealed. True when every member is now accounted for.
   bool MarkAccounted(int round, int rank, int members, bool late = false);
@@ -237,7 +240,8 @@ class DynamicRendezvous {
   std::optional<FormedRound> AwaitSeal(const Ticket& ticket, Clock::time_point deadline);
   // Closes `round` to arrivals (the seal ADD); the first sealer publishes it. `by` kMax waits
   // (beating as `mine`) up to member_timeout for the previous round's accounting first;
-  // kLastCall drops the nodes that died while the round formed.
+  // kLastCall, and kMax after a formed round (hot spares), drop the nodes that died while the
+  // round formed.
   void Seal(int round, SealBy by, const Ticket* mine = nullptr);
   // Settles and writes `sealed` for the `seq` arrivals (first writer wins); false: another
   // node's record is there. A round without quorum then stops this side.

@@ -69,9 +69,6 @@ bool DynamicRendezvous::AccountedAndSealable(int round) {
 void DynamicRendezvous::Seal(int round, SealBy by, const Ticket* mine) {
   const SeqValue seq{store_->Add(RoundKey(round, "seq"), SeqValue::kSeal)};
   if (seq.Seals() != 1) return;
-  const auto dropped = by == SealBy::kLastCall && options_.keep_alive_interval.count() > 0
-                           ? DeadWhileForming(round, std::min(seq.Arrivals(), options_.max_nodes))
-                           : std::vector<std::pair<int, int>>{};
   if (by == SealBy::kMax && mine != nullptr && options_.member_timeout.count() > 0 &&
       AwaitsAccounting(round)) {
     store_->SetString(RoundKey(round, "settling"), std::to_string(WallClockMs()));  // for views
@@ -81,6 +78,12 @@ void DynamicRendezvous::Seal(int round, SealBy by, const Ticket* mine) {
       // A member nobody declared gone in member_timeout: settle with what is known.
     }
   }
+  // A spare queued behind a full round may have died while it waited (its beats stopped).
+  const bool drop_dead = options_.keep_alive_interval.count() > 0 &&
+                         (by == SealBy::kLastCall || (by == SealBy::kMax && round > 0));
+  const auto dropped = drop_dead
+                           ? DeadWhileForming(round, std::min(seq.Arrivals(), options_.max_nodes))
+                           : std::vector<std::pair<int, int>>{};
   Publish(round, seq, dropped);
 }
 

@@ -341,6 +341,48 @@ TEST_CASE("a seal by MAX settles after member_timeout when nobody accounts for a
   CHECK(Ready(spare).restart_count == 1);
 }
 
+TEST_CASE("a hot spare beats while it waits behind a full round", "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(2, 2);
+  job.keep_alive_interval = milliseconds{50};
+  const auto first = FormFirstRound(job, 2);
+  auto spare = JoinAsync(job, 2);
+  job.store->Wait({Key(job, 1, "fhb_at/1")}, kPromptly);  // its beat, while round 0 runs
+  CHECK_FALSE(job.store->Check({Key(job, 0, "change")}));
+  WorkersFailed(job, 0, first[0]);
+  auto survivor = JoinAsync(job, 0, first[0]);
+  AwaitSettling(job, 1);
+  DeclareLost(job, 0, first[1]);
+  CHECK(Ready(spare).group_world_size == 2);  // alive: kept
+  CHECK(Ready(survivor).restart_count == 0);
+}
+
+TEST_CASE("a hot spare that died while it waited is dropped from the round it fills",
+          "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(1, 2);
+  job.keep_alive_interval = milliseconds{50};  // silent for 150 ms: dead
+  job.last_call = milliseconds{100};
+  const auto first = FormFirstRound(job, 2);
+  // A spare arrived 10 s ago, then its machine was reclaimed: its ticket, no beat since.
+  job.store->Add(Key(job, 1, "seq"), SeqValue::kArrival + 4 * SeqValue::kWorker);
+  const auto ten_s_ago = std::chrono::duration_cast<milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count() -
+                         10'000;
+  job.store->SetString(Key(job, 1, "node/1"),
+                       "{\"host\":\"spare\",\"addr\":\"10.0.0.9\",\"pid\":9,\"nproc\":4,"
+                       "\"at\":" + std::to_string(ten_s_ago) + ",\"prev\":-1}");
+  WorkersFailed(job, 0, first[0]);
+  auto survivor = JoinAsync(job, 0, first[0]);  // fills the round to MAX with the dead spare
+  AwaitSettling(job, 1);
+  DeclareLost(job, 0, first[1]);
+  const FormedRound formed = Ready(survivor);
+  CHECK(formed.group_world_size == 1);  // the dead spare is not in it
+  CHECK(formed.group_rank == 0);
+  CHECK(formed.base_global_rank == 0);
+  CHECK(formed.global_world_size == 2);
+  CHECK(formed.restart_count == 0);
+}
+
 TEST_CASE("a join retried after a store error resumes its ticket",
           "[dynamic_rendezvous][resume]") {
   Job job;
