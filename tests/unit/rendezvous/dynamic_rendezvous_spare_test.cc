@@ -243,7 +243,8 @@ TEST_CASE("two losses in a row spend no restart", "[dynamic_rendezvous][spare]")
 TEST_CASE("a node and its ring watcher lost together are swept before the round settles",
           "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(2, 4);
-  job.keep_alive_interval = milliseconds{50};  // silent for 150 ms: swept
+  // Silent for 600 ms: swept. Live nodes beat every 200 ms, far inside that even under load.
+  job.keep_alive_interval = milliseconds{200};
   const auto first = FormFirstRound(job, 4);
   BeatAt(job, 0, first[2].group_rank, -60'000);  // alive until the round closes to arrivals
   auto spare_a = JoinAsync(job, 4);
@@ -292,7 +293,7 @@ TEST_CASE("a newcomer arriving with a loss does not charge the loss as a restart
 TEST_CASE("a loss nobody declares in a moved store is swept before a full round settles",
           "[dynamic_rendezvous][spare][failover]") {
   Job job = SpareJob(1, 5);
-  job.keep_alive_interval = milliseconds{50};
+  job.keep_alive_interval = milliseconds{200};  // live beats every 200 ms, dead after 600 ms
   const FormedRound basis{0, 0, 5, 0, 10, 2};
   std::vector<RoundMember> members;
   for (int rank = 0; rank < 5; ++rank) {
@@ -343,7 +344,7 @@ TEST_CASE("a seal by MAX settles after member_timeout when nobody accounts for a
 
 TEST_CASE("a hot spare beats while it waits behind a full round", "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(2, 2);
-  job.keep_alive_interval = milliseconds{50};
+  job.keep_alive_interval = milliseconds{200};  // live beats every 200 ms, dead after 600 ms
   const auto first = FormFirstRound(job, 2);
   auto spare = JoinAsync(job, 2);
   job.store->Wait({Key(job, 1, "fhb_at/1")}, kPromptly);  // its beat, while round 0 runs
@@ -359,7 +360,7 @@ TEST_CASE("a hot spare beats while it waits behind a full round", "[dynamic_rend
 TEST_CASE("a hot spare that died while it waited is dropped from the round it fills",
           "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(1, 2);
-  job.keep_alive_interval = milliseconds{50};  // silent for 150 ms: dead
+  job.keep_alive_interval = milliseconds{200};  // silent for 600 ms: dead
   job.last_call = milliseconds{100};
   const auto first = FormFirstRound(job, 2);
   // A spare arrived 10 s ago, then its machine was reclaimed: its ticket, no beat since.
