@@ -111,6 +111,7 @@ rendezvous::DynamicRendezvousOptions RendezvousOptions(const elastic::LaunchConf
   options.keep_alive_interval = config.rdzv_settings.keep_alive_interval;
   options.keep_alive_max_attempt = config.rdzv_settings.keep_alive_max_attempt;
   options.close_timeout = config.rdzv_settings.close_timeout;
+  options.on_waiting = [](const std::string& line) { spdlog::warn("{}", line); };
   return options;
 }
 

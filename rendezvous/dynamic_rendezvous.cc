@@ -196,6 +196,13 @@ void DynamicRendezvous::SignalWaiting(int round, const Ticket& mine) {
 // Round `round` + 1 may form only once the members of `round` are leaving it, so that a
 // newcomer never starts a second group next to a running one.
 void DynamicRendezvous::AwaitEndOf(int round, const Ticket& mine, Clock::time_point deadline) {
+  // No change yet: the round runs full (a node with room would have announced itself).
+  if (options_.on_waiting && !store_->Check({RoundKey(round, "change")})) {
+    options_.on_waiting("round " + std::to_string(round) +
+                        " runs with the maximum of " + std::to_string(options_.max_nodes) +
+                        " node(s): this node waits as a hot spare and takes the place of a "
+                        "member that is lost or leaves");
+  }
   try {
     // A hot spare waits here for as long as the round runs: it beats, so that a spare that
     // died meanwhile is dropped from the round it would fill (DeadWhileForming).

@@ -116,6 +116,8 @@ struct DynamicRendezvousOptions {
   int keep_alive_max_attempt = 3;
   // Close() gives up after this long (torchrun's close_timeout): RendezvousTimeoutError.
   std::chrono::milliseconds close_timeout{30'000};
+  // Told one line when this node starts to wait for a running round to end (a hot spare).
+  std::function<void(const std::string&)> on_waiting;
 };
 
 // A node's place in a round it arrived at: kept across a store error, so that a retried join

@@ -171,6 +171,8 @@ class ElasticNetnsTest(NetnsTrainingTest):
             self.assertExit(result, 0)
             self.assertNoLauncherTraceback(result)
             self.assertNotIn("restart(s) are spent", result.stderr)
+        self.assertIn("round 0 runs with the maximum of 2 node(s): this node waits as a hot spare",
+                      results[1].stderr)
         self.assertNoLeftovers()
 
         entries = self.steps()

@@ -3,6 +3,7 @@
 // their own, and a bound on every wait.
 #pragma once
 #include <catch2/catch.hpp>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -26,6 +27,7 @@ struct Job {
   milliseconds last_call{100};
   milliseconds member_timeout{0};
   milliseconds keep_alive_interval{0};
+  std::function<void(const std::string&)> on_waiting;
   std::shared_ptr<InMemoryStore> store = std::make_shared<InMemoryStore>(seconds(30));
 
   DynamicRendezvous Node(int id, int nproc = 2) const {
@@ -39,6 +41,7 @@ struct Job {
     options.last_call_timeout = last_call;
     options.member_timeout = member_timeout;
     options.keep_alive_interval = keep_alive_interval;
+    options.on_waiting = on_waiting;
     return DynamicRendezvous(options, store);
   }
 };

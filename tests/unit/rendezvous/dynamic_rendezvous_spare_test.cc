@@ -7,8 +7,10 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/in_memory_store.h"
@@ -116,9 +118,17 @@ std::optional<FormedRound> Outcome(std::future<FormedRound>& join) {
 TEST_CASE("a spare that fills a round to MAX after a loss spends no restart",
           "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(2, 2);
+  std::mutex mutex;
+  std::vector<std::string> told;  // the on_waiting lines of every node
+  std::promise<void> spare_waits;
+  job.on_waiting = [&](const std::string& line) {
+    std::lock_guard lock(mutex);
+    told.push_back(line);
+    if (told.size() == 1) spare_waits.set_value();
+  };
   const auto first = FormFirstRound(job, 2);
   auto spare = JoinAsync(job, 2);
-  AwaitArrivals(job, 1, 1);
+  REQUIRE(spare_waits.get_future().wait_for(kPromptly) == std::future_status::ready);
   // Node 1 dies: node 0's workers fail first, the spare wakes and node 0 fills the round.
   WorkersFailed(job, 0, first[0]);
   auto survivor = JoinAsync(job, 0, first[0]);
@@ -134,6 +144,11 @@ TEST_CASE("a spare that fills a round to MAX after a loss spends no restart",
   CHECK(b.restart_count == 0);
   CHECK(a.group_rank == 0);  // the spare was waiting first
   CHECK(b.group_rank == 1);
+  std::lock_guard lock(mutex);
+  REQUIRE(told.size() == 1);  // the spare, once; not the rejoining member
+  CHECK(told.front() ==
+        "round 0 runs with the maximum of 2 node(s): this node waits as a hot spare and takes "
+        "the place of a member that is lost or leaves");
 }
 
 TEST_CASE("a failure with every member back still spends one restart when a spare fills MAX",
