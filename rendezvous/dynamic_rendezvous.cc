@@ -242,7 +242,7 @@ std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
     try {
       store_->Wait({sealed}, options_.member_timeout + kSealPublishGrace);  // another sealer's
     } catch (const StoreTimeout&) {  // it died before publishing: settle the round here
-      Publish(ticket.round, SeqValue{store_->Add(RoundKey(ticket.round, "seq"), 0)}, {});
+      Publish(ticket.round, SealedSeq(ticket.round), {});
     }
   }
   return ReadSealed(ticket);

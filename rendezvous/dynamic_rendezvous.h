@@ -22,6 +22,8 @@
 //            a seal by MAX), so a loss nobody declared yet is never charged as a restart.
 //   full     the MAX-th arrival's seq (arrivals past MAX are spares for round k+1).
 //   settling set (epoch ms) while a round closed by MAX waits for the accounting.
+//   sealed_seq the first sealer's seal ADD result, written right after it (the count a node
+//            settling the round for a sealer that died uses).
 //   late     members of round k-1 that came back after round k sealed (they wait in round
 //            k+1): they count for round k's quorum, since they reached this store.
 //   failures number of worker failures that ended round k-1; the restart count moves on when
@@ -249,6 +251,8 @@ class DynamicRendezvous {
   // node's record is there. A round without quorum then stops this side.
   bool Publish(int round, SeqValue seq, const std::vector<std::pair<int, int>>& dropped);
   SeqValue CountedArrivals(int round, SeqValue sealed);
+  // The first sealer's ADD result (`sealed_seq`): the round's count, whatever ADDs came after.
+  SeqValue SealedSeq(int round);
   std::optional<FormedRound> ReadSealed(const Ticket& ticket);  // none: this node was dropped
   int RestartCountFor(int round);
   // Round `round`'s quorum of the previous round's members (needed after a loss, or in a moved

@@ -69,6 +69,9 @@ bool DynamicRendezvous::AccountedAndSealable(int round) {
 void DynamicRendezvous::Seal(int round, SealBy by, const Ticket* mine) {
   const SeqValue seq{store_->Add(RoundKey(round, "seq"), SeqValue::kSeal)};
   if (seq.Seals() != 1) return;
+  // For a node that settles the round should this sealer die: later ADDs (late nodes) move the
+  // counter on, but only this value counts the round.
+  store_->SetString(RoundKey(round, "sealed_seq"), std::to_string(seq.raw));
   if (by == SealBy::kMax && mine != nullptr && options_.member_timeout.count() > 0 &&
       AwaitsAccounting(round)) {
     store_->SetString(RoundKey(round, "settling"), std::to_string(WallClockMs()));  // for views
@@ -85,6 +88,15 @@ void DynamicRendezvous::Seal(int round, SealBy by, const Ticket* mine) {
                            ? DeadWhileForming(round, std::min(seq.Arrivals(), options_.max_nodes))
                            : std::vector<std::pair<int, int>>{};
   Publish(round, seq, dropped);
+}
+
+SeqValue DynamicRendezvous::SealedSeq(int round) {
+  try {
+    store_->Wait({RoundKey(round, "sealed_seq")}, kRecordWait);
+  } catch (const StoreTimeout&) {  // the sealer died between its ADD and that write
+    return SeqValue{store_->Add(RoundKey(round, "seq"), 0)};
+  }
+  return SeqValue{std::stoll(store_->GetString(RoundKey(round, "sealed_seq")))};
 }
 
 // Arrivals past MAX (spares queued for a full round) are not of it: the MAX-th arrival's own

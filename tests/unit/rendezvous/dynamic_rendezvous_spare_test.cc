@@ -399,6 +399,29 @@ TEST_CASE("a hot spare that died while it waited is dropped from the round it fi
   CHECK(formed.restart_count == 0);
 }
 
+TEST_CASE("a round whose sealer died before publishing is settled with the sealer's count",
+          "[dynamic_rendezvous][spare]") {
+  Job job;  // member_timeout 0: a waiter settles the round kSealPublishGrace (10 s) after its seal
+  job.min_nodes = 2;
+  job.max_nodes = 3;
+  job.last_call = milliseconds{200};
+  auto alive = JoinAsync(job, 0);
+  AwaitArrivals(job, 0, 1);
+  // Node 9 arrives, seals the round, records its count, and dies before publishing it.
+  const std::int64_t arrival = SeqValue::kArrival + 2 * SeqValue::kWorker;
+  job.store->Add(Key(job, 0, "seq"), arrival);
+  job.store->SetString(Key(job, 0, "node/2"), R"({"host":"host9","addr":"10.0.0.9","pid":9,"nproc":2})");
+  const std::int64_t sealed = job.store->Add(Key(job, 0, "seq"), SeqValue::kSeal);
+  job.store->SetString(Key(job, 0, "sealed_seq"), std::to_string(sealed));
+  job.store->Add(Key(job, 0, "seq"), arrival);  // a late node: it goes on to round 1
+  job.store->SetString(Key(job, 0, "min"), "1");  // the last call starts now
+  REQUIRE(alive.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  const FormedRound formed = alive.get();
+  CHECK(formed.group_world_size == 2);  // not 3: the late node is not in the round
+  CHECK(formed.global_world_size == 4);
+  CHECK(formed.group_rank == 0);
+}
+
 TEST_CASE("a join retried after a store error resumes its ticket",
           "[dynamic_rendezvous][resume]") {
   Job job;
