@@ -26,6 +26,7 @@ The torch 2.x interpreter is found as elastic_bench.py finds it.
 """
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
@@ -131,17 +132,14 @@ def run_spare(bench: eb.Bench, worker: str, launcher: str, rep: int, max_restart
 
 
 def main() -> int:
-    args_parser_argv = sys.argv[1:]
-    reps, max_restarts = 3, 0
-    rest = []
-    it = iter(args_parser_argv)
-    for arg in it:
-        if arg == "--reps":
-            reps = int(next(it))
-        elif arg == "--max-restarts":
-            max_restarts = int(next(it))
-        else:
-            rest.append(arg)
+    # This bench's own flags; the rest (--ddprun, --torch2-python, --launcher) are
+    # elastic_bench.py's, parsed by it.
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--reps", type=int, default=3, help="runs per launcher (default 3)")
+    own.add_argument("--max-restarts", type=int, default=0,
+                     help="--max_restarts of every agent (default 0)")
+    mine, rest = own.parse_known_args()
+    reps, max_restarts = mine.reps, mine.max_restarts
     sys.argv = [sys.argv[0]] + rest
     args = eb.parse_args()
     python = eb.find_torch2_python(args)
@@ -198,6 +196,9 @@ def main() -> int:
         lost = len(samples[launcher]) - len(ok)
         first = statistics.median(r["first"] for r in ok) if ok else None
         counts = sorted({c for r in ok for c in r["restart_counts"]})
+        if not samples[launcher]:  # not run (--launcher)
+            cells[launcher] = ("-", "-")
+            continue
         cells[launcher] = (
             ("%s" % eb.fmt(first) if ok else "no resume in %.0f s (%d/%d)" % (
                 RESUME_BOUND, lost, len(samples[launcher]))) +

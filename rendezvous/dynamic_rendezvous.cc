@@ -86,7 +86,7 @@ FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous,
   if (resume && Resumable(*resume)) {
     resumed = Ticket{resume->round, SeqValue{resume->seq}};
     pending_ = resume;
-    const bool missed_one = resume->round > 0 && !(member && member->round + 1 == resume->round);
+    const bool missed_one = resume->round > 0 && !MemberBefore(member, resume->round);
     AfterArrival(*resumed, member, missed_one, deadline);
   }
   for (;;) {  // bounded by the deadline: Arrive throws once it passed
@@ -97,7 +97,7 @@ FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous,
       return *formed;
     }
     // Dropped as dead while the round formed: wait for the next one (a member still counts).
-    if (member && member->round + 1 == ticket.round) {
+    if (MemberBefore(member, ticket.round)) {
       MarkAccounted(ticket.round, member->group_rank, member->group_world_size, true);
     }
     first = ticket.round + 1;
@@ -136,7 +136,7 @@ DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
       store_->SetString(RoundKey(round, "full"), std::to_string(seq.raw));
     }
     if (seq.Seals() > 0 || seq.Arrivals() > options_.max_nodes) {
-      if (previous && previous->round + 1 == round) {
+      if (MemberBefore(previous, round)) {
         MarkAccounted(round, previous->group_rank, previous->group_world_size, true);
       }
       continue;
@@ -153,6 +153,7 @@ void DynamicRendezvous::AfterArrival(const Ticket& ticket,
                                      Clock::time_point deadline) {
   const int round = ticket.round;
   const int number = ticket.seq.Arrivals();
+  const bool member = MemberBefore(previous, round);
   const NodeDescriptor& node = options_.node;
   store_->SetString(RoundKey(round, "node/" + std::to_string(number)),
                     Json{{"host", node.host},
@@ -161,10 +162,8 @@ void DynamicRendezvous::AfterArrival(const Ticket& ticket,
                          {"nproc", node.local_world_size},
                          {"at", WallClockMs()},
                          {"store", node.serves_store},
-                         {"prev", previous && previous->round + 1 == round ? previous->group_rank
-                                                                            : -1}}
+                         {"prev", member ? previous->group_rank : -1}}
                         .dump());
-  const bool member = previous && previous->round + 1 == round;
   const bool all_accounted =
       member && MarkAccounted(round, previous->group_rank, previous->group_world_size);
   if (number == 1) store_->SetString(keys_.Hint(), std::to_string(round));

@@ -222,6 +222,11 @@ class DynamicRendezvous {
 
   enum class SealBy { kMax, kAccounting, kLastCall };
 
+  // `previous` (this node's last round) is the round just before `round`: it arrives there as
+  // one of that round's members.
+  static bool MemberBefore(const std::optional<FormedRound>& previous, int round) {
+    return previous && previous->round + 1 == round;
+  }
   Ticket Arrive(int round, const std::optional<FormedRound>& previous, Clock::time_point deadline);
   // What follows a node's ADD (its record, the wait for the previous round's end, MIN, the
   // accounting, a seal); idempotent, so a resumed arrival runs it again.
@@ -247,12 +252,15 @@ class DynamicRendezvous {
   // kLastCall, and kMax after a formed round (hot spares), drop the nodes that died while the
   // round formed.
   void Seal(int round, SealBy by, const Ticket* mine = nullptr);
-  // Settles and writes `sealed` for the `seq` arrivals (first writer wins); false: another
-  // node's record is there. A round without quorum then stops this side.
-  bool Publish(int round, SeqValue seq, const std::vector<std::pair<int, int>>& dropped);
+  // Settles and writes `sealed` for the `seq` arrivals (first writer wins). A round without
+  // quorum then stops this side.
+  void Publish(int round, SeqValue seq, const std::vector<std::pair<int, int>>& dropped);
   SeqValue CountedArrivals(int round, SeqValue sealed);
   // The first sealer's ADD result (`sealed_seq`): the round's count, whatever ADDs came after.
   SeqValue SealedSeq(int round);
+  // The seq value a node wrote under `name` of `round` right after its ADD; none when it did
+  // not come within a round trip's bound (the node died in between).
+  std::optional<SeqValue> RecordedSeq(int round, const std::string& name);
   std::optional<FormedRound> ReadSealed(const Ticket& ticket);  // none: this node was dropped
   int RestartCountFor(int round);
   // Round `round`'s quorum of the previous round's members (needed after a loss, or in a moved

@@ -29,13 +29,8 @@ bool DynamicRendezvous::MarkAccounted(int round, int rank, int members, bool lat
   if (late && store_->Add(RoundKey(round, "late/" + std::to_string(rank)), 1) == 1) {
     store_->Add(RoundKey(round, "late"), 1);
   }
-  std::int64_t accounted = 0;
-  if (store_->Add(mark, 1) == 1) {
-    accounted = store_->Add(RoundKey(round, "accounted"), 1);
-  } else {
-    accounted = store_->Add(RoundKey(round, "accounted"), 0);
-  }
-  if (accounted < members) return false;
+  const bool first = store_->Add(mark, 1) == 1;
+  if (store_->Add(RoundKey(round, "accounted"), first ? 1 : 0) < members) return false;
   store_->SetString(RoundKey(round, "all_accounted"), "1");
   return true;
 }
@@ -90,28 +85,30 @@ void DynamicRendezvous::Seal(int round, SealBy by, const Ticket* mine) {
   Publish(round, seq, dropped);
 }
 
-SeqValue DynamicRendezvous::SealedSeq(int round) {
+std::optional<SeqValue> DynamicRendezvous::RecordedSeq(int round, const std::string& name) {
   try {
-    store_->Wait({RoundKey(round, "sealed_seq")}, kRecordWait);
-  } catch (const StoreTimeout&) {  // the sealer died between its ADD and that write
-    return SeqValue{store_->Add(RoundKey(round, "seq"), 0)};
+    store_->Wait({RoundKey(round, name)}, kRecordWait);
+  } catch (const StoreTimeout&) {
+    return std::nullopt;
   }
-  return SeqValue{std::stoll(store_->GetString(RoundKey(round, "sealed_seq")))};
+  return SeqValue{std::stoll(store_->GetString(RoundKey(round, name)))};
+}
+
+// Without the record (the sealer died between its ADD and that write), the counter as it is.
+SeqValue DynamicRendezvous::SealedSeq(int round) {
+  if (auto sealed = RecordedSeq(round, "sealed_seq")) return *sealed;
+  return SeqValue{store_->Add(RoundKey(round, "seq"), 0)};
 }
 
 // Arrivals past MAX (spares queued for a full round) are not of it: the MAX-th arrival's own
-// ADD counted the round's workers (`full`, written right after it).
+// ADD counted the round's workers (`full`, written right after it). Without that record (it
+// died in between, one round trip), everyone counts.
 SeqValue DynamicRendezvous::CountedArrivals(int round, SeqValue sealed) {
   if (sealed.Arrivals() <= options_.max_nodes) return sealed;
-  try {
-    store_->Wait({RoundKey(round, "full")}, kRecordWait);
-  } catch (const StoreTimeout&) {
-    return sealed;  // it died between its ADD and that write (one round trip): count everyone
-  }
-  return SeqValue{std::stoll(store_->GetString(RoundKey(round, "full")))};
+  return RecordedSeq(round, "full").value_or(sealed);
 }
 
-bool DynamicRendezvous::Publish(int round, SeqValue sealed_seq,
+void DynamicRendezvous::Publish(int round, SeqValue sealed_seq,
                                 const std::vector<std::pair<int, int>>& dropped) {
   const SeqValue seq = CountedArrivals(round, sealed_seq);
   int dropped_workers = 0;
@@ -128,15 +125,14 @@ bool DynamicRendezvous::Publish(int round, SeqValue sealed_seq,
     sealed["needed"] = quorum.Needed();
   }
   const Bytes mine = Store::ToBytes(sealed.dump());
-  if (store_->CompareSet(RoundKey(round, "sealed"), {}, mine) != mine) return false;
-  if (quorum.Holds()) return true;
+  if (store_->CompareSet(RoundKey(round, "sealed"), {}, mine) != mine) return;
+  if (quorum.Holds()) return;
   // This side stops: wake the round's nodes still waiting for MIN, and tell later ones why.
   const std::string why =
       QuorumMessage(round, quorum.survivors, quorum.members, quorum.Needed());
   store_->SetString(RoundKey(round, "min"), "1");
   store_->SetString(keys_.Closed(), why);
   Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, why});
-  return true;
 }
 
 // Needed after a loss (lost > 0) and in a moved store's first round (strict): the survivors are

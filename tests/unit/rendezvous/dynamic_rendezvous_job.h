@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/in_memory_store.h"
@@ -59,6 +60,28 @@ inline std::future<FormedRound> JoinAsync(const Job& job, int id,
 inline FormedRound Ready(std::future<FormedRound>& future) {
   REQUIRE(future.wait_for(kPromptly) == std::future_status::ready);
   return future.get();
+}
+
+// Nodes 0..nodes-1 join at once; element i is node i's view of the round they form.
+inline std::vector<FormedRound> JoinAll(const Job& job, int nodes) {
+  std::vector<std::future<FormedRound>> joins;
+  for (int id = 0; id < nodes; ++id) joins.push_back(JoinAsync(job, id));
+  std::vector<FormedRound> round;
+  for (auto& join : joins) round.push_back(Ready(join));
+  return round;
+}
+
+// The wall clock in epoch milliseconds, as beats and node records carry it.
+inline std::int64_t NowMs() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Member `rank` of `round` last beat `ms_ago` milliseconds ago (hb_at; negative: in the future).
+inline void BeatAt(const Job& job, int round, int rank, std::int64_t ms_ago) {
+  job.store->SetString(job.Node(9).RoundKey(round, "hb_at/" + std::to_string(rank)),
+                       std::to_string(NowMs() - ms_ago));
 }
 
 }  // namespace ddprun::rendezvous::testing

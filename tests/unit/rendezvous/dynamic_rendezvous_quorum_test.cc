@@ -29,11 +29,7 @@ using Clock = std::chrono::steady_clock;
 // A first round of `nodes` nodes (MAX = nodes closes it at once); element i is node i's view.
 std::vector<FormedRound> FormFirstRound(Job& job, int nodes) {
   job.max_nodes = nodes;
-  std::vector<std::future<FormedRound>> joins;
-  for (int id = 0; id < nodes; ++id) joins.push_back(JoinAsync(job, id));
-  std::vector<FormedRound> round;
-  for (auto& join : joins) round.push_back(Ready(join));
-  return round;
+  return ddprun::rendezvous::testing::JoinAll(job, nodes);
 }
 
 // Declares node `id` of round 0 lost (or leaving).
@@ -43,11 +39,7 @@ void Lose(Job& job, const std::vector<FormedRound>& first, int id, Kind kind = K
 }
 
 void BeatAt(Job& job, const FormedRound& member, std::int64_t ms_ago) {
-  const auto now_ms = std::chrono::duration_cast<milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  job.store->SetString(job.Node(9).RoundKey(0, "hb_at/" + std::to_string(member.group_rank)),
-                       std::to_string(now_ms - ms_ago));
+  ddprun::rendezvous::testing::BeatAt(job, 0, member.group_rank, ms_ago);
 }
 
 // Round 0 ends (its workers failed: their collective broke with the silent members).

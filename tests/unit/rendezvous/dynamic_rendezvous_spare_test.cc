@@ -30,9 +30,12 @@ using ddprun::rendezvous::RoundChange;
 using ddprun::rendezvous::RoundMember;
 using ddprun::rendezvous::SeqValue;
 using ddprun::rendezvous::StoreConnectionError;
+using ddprun::rendezvous::testing::BeatAt;
 using ddprun::rendezvous::testing::Job;
+using ddprun::rendezvous::testing::JoinAll;
 using ddprun::rendezvous::testing::JoinAsync;
 using ddprun::rendezvous::testing::kPromptly;
+using ddprun::rendezvous::testing::NowMs;
 using ddprun::rendezvous::testing::Ready;
 using std::chrono::milliseconds;
 using Kind = RoundChange::Kind;
@@ -49,14 +52,6 @@ Job SpareJob(int min_nodes, int max_nodes) {
   job.last_call = kNeverReached;
   job.member_timeout = kNeverReached;
   return job;
-}
-
-std::vector<FormedRound> FormFirstRound(const Job& job, int nodes) {
-  std::vector<std::future<FormedRound>> joins;
-  for (int id = 0; id < nodes; ++id) joins.push_back(JoinAsync(job, id));
-  std::vector<FormedRound> round;
-  for (auto& join : joins) round.push_back(Ready(join));
-  return round;
 }
 
 std::string Key(const Job& job, int round, const std::string& name) {
@@ -93,16 +88,6 @@ void AwaitSettling(const Job& job, int round) {
   job.store->Wait({Key(job, round, "settling")}, kPromptly);
 }
 
-// Member `rank` of `round` last beat `ms_ago` milliseconds ago (negative: in the future, so
-// that no sweep takes it for silent until the test ages it).
-void BeatAt(const Job& job, int round, int rank, std::int64_t ms_ago) {
-  const auto now_ms = std::chrono::duration_cast<milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  job.store->SetString(Key(job, round, "hb_at/" + std::to_string(rank)),
-                       std::to_string(now_ms - ms_ago));
-}
-
 // A join that ends either formed or with an error (the job closed while it waited).
 std::optional<FormedRound> Outcome(std::future<FormedRound>& join) {
   REQUIRE(join.wait_for(kPromptly) == std::future_status::ready);
@@ -126,7 +111,7 @@ TEST_CASE("a spare that fills a round to MAX after a loss spends no restart",
     told.push_back(line);
     if (told.size() == 1) spare_waits.set_value();
   };
-  const auto first = FormFirstRound(job, 2);
+  const auto first = JoinAll(job, 2);
   auto spare = JoinAsync(job, 2);
   REQUIRE(spare_waits.get_future().wait_for(kPromptly) == std::future_status::ready);
   // Node 1 dies: node 0's workers fail first, the spare wakes and node 0 fills the round.
@@ -154,7 +139,7 @@ TEST_CASE("a spare that fills a round to MAX after a loss spends no restart",
 TEST_CASE("a failure with every member back still spends one restart when a spare fills MAX",
           "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(1, 2);
-  const auto first = FormFirstRound(job, 2);
+  const auto first = JoinAll(job, 2);
   auto spare = JoinAsync(job, 2);
   AwaitArrivals(job, 1, 1);
   WorkersFailed(job, 1, first[1]);  // a real failure: nobody is lost
@@ -176,7 +161,7 @@ TEST_CASE("a failure with every member back still spends one restart when a spar
 TEST_CASE("nodes beyond MAX wait for the next round instead of crowding a full one",
           "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(1, 2);
-  const auto first = FormFirstRound(job, 2);
+  const auto first = JoinAll(job, 2);
   std::vector<std::future<FormedRound>> spares;
   for (int id = 2; id < 5; ++id) spares.push_back(JoinAsync(job, id));
   AwaitArrivals(job, 1, 2);
@@ -202,7 +187,7 @@ TEST_CASE("nodes beyond MAX wait for the next round instead of crowding a full o
 TEST_CASE("members that come back after spares filled the round keep the quorum",
           "[dynamic_rendezvous][spare][quorum]") {
   Job job = SpareJob(2, 3);
-  const auto first = FormFirstRound(job, 3);
+  const auto first = JoinAll(job, 3);
   auto spare_a = JoinAsync(job, 3);
   auto spare_b = JoinAsync(job, 4);
   AwaitArrivals(job, 1, 2);
@@ -230,7 +215,7 @@ TEST_CASE("members that come back after spares filled the round keep the quorum"
 
 TEST_CASE("two losses in a row spend no restart", "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(2, 2);
-  const auto first = FormFirstRound(job, 2);
+  const auto first = JoinAll(job, 2);
   auto spare = JoinAsync(job, 2);
   AwaitArrivals(job, 1, 1);
   WorkersFailed(job, 0, first[0]);
@@ -260,7 +245,7 @@ TEST_CASE("a node and its ring watcher lost together are swept before the round 
   Job job = SpareJob(2, 4);
   // Silent for 600 ms: swept. Live nodes beat every 200 ms, far inside that even under load.
   job.keep_alive_interval = milliseconds{200};
-  const auto first = FormFirstRound(job, 4);
+  const auto first = JoinAll(job, 4);
   BeatAt(job, 0, first[2].group_rank, -60'000);  // alive until the round closes to arrivals
   auto spare_a = JoinAsync(job, 4);
   auto spare_b = JoinAsync(job, 5);
@@ -286,7 +271,7 @@ TEST_CASE("a newcomer arriving with a loss does not charge the loss as a restart
           "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(2, 3);
   job.last_call = milliseconds{100};  // round 0 forms with 2; later rounds wait member_timeout
-  const auto first = FormFirstRound(job, 2);  // room for one more
+  const auto first = JoinAll(job, 2);  // room for one more
   auto newcomer = JoinAsync(job, 2);
   job.store->Wait({Key(job, 0, "change")}, kPromptly);  // "node waiting" won the change
   CHECK(RoundChange::Decode(job.store->GetString(Key(job, 0, "change"))).kind ==
@@ -345,7 +330,7 @@ TEST_CASE("a seal by MAX settles after member_timeout when nobody accounts for a
   Job job = SpareJob(2, 2);
   job.member_timeout = milliseconds{300};
   job.last_call = milliseconds{300};
-  const auto first = FormFirstRound(job, 2);
+  const auto first = JoinAll(job, 2);
   auto spare = JoinAsync(job, 2);
   AwaitArrivals(job, 1, 1);
   WorkersFailed(job, 0, first[0]);
@@ -360,7 +345,7 @@ TEST_CASE("a seal by MAX settles after member_timeout when nobody accounts for a
 TEST_CASE("a hot spare beats while it waits behind a full round", "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(2, 2);
   job.keep_alive_interval = milliseconds{200};  // live beats every 200 ms, dead after 600 ms
-  const auto first = FormFirstRound(job, 2);
+  const auto first = JoinAll(job, 2);
   auto spare = JoinAsync(job, 2);
   job.store->Wait({Key(job, 1, "fhb_at/1")}, kPromptly);  // its beat, while round 0 runs
   CHECK_FALSE(job.store->Check({Key(job, 0, "change")}));
@@ -377,13 +362,10 @@ TEST_CASE("a hot spare that died while it waited is dropped from the round it fi
   Job job = SpareJob(1, 2);
   job.keep_alive_interval = milliseconds{200};  // silent for 600 ms: dead
   job.last_call = milliseconds{100};
-  const auto first = FormFirstRound(job, 2);
+  const auto first = JoinAll(job, 2);
   // A spare arrived 10 s ago, then its machine was reclaimed: its ticket, no beat since.
   job.store->Add(Key(job, 1, "seq"), SeqValue::kArrival + 4 * SeqValue::kWorker);
-  const auto ten_s_ago = std::chrono::duration_cast<milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count() -
-                         10'000;
+  const std::int64_t ten_s_ago = NowMs() - 10'000;
   job.store->SetString(Key(job, 1, "node/1"),
                        "{\"host\":\"spare\",\"addr\":\"10.0.0.9\",\"pid\":9,\"nproc\":4,"
                        "\"at\":" + std::to_string(ten_s_ago) + ",\"prev\":-1}");
