@@ -13,7 +13,7 @@ runs until the last node's Join returned, and the ranks are checked.
 
 - c10d: every node a TcpStoreClient of one fresh `ddprun-store serve` (rendezvous_bench.py's
   ddprun_round, unchanged).
-- etcd: every node its own EtcdStore (rendezvous/etcd_store.h: etcd v3's JSON gateway, ADD and
+- etcd: every node its own EtcdStore (store/etcd/etcd_store.h: etcd v3's JSON gateway, ADD and
   COMPARE_SET as transactions on the key's mod_revision, waits as watches) of a fresh etcd
   cluster (tests/integration/etcd_cluster.py: Debian's /usr/bin/etcd, --members of them on
   127.0.0.1, each round a new cluster). Every node lists the members in the same order, as

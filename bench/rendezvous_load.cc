@@ -6,7 +6,7 @@
 //
 // Every node is what a real agent is: its own TcpStoreClient (one TCP connection) and its own
 // DynamicRendezvous, on its own thread (small stacks, so 4096 of them are cheap). With --etcd
-// each node has its own EtcdStore instead (rendezvous/etcd_store.h: one kept-alive HTTP
+// each node has its own EtcdStore instead (store/etcd/etcd_store.h: one kept-alive HTTP
 // connection to etcd's JSON gateway, plus one watch connection while it waits), every key under
 // --prefix (by default a fresh one per run, so runs on one cluster never meet). The clients
 // connect first, one after the other (an EtcdStore connects on its first call: each makes one
@@ -40,14 +40,14 @@
 
 #include "common/host_port.h"
 #include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/etcd_store.h"
-#include "rendezvous/tcp_store_client.h"
+#include "store/etcd/etcd_store.h"
+#include "store/tcp_store_client.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using ddprun::rendezvous::Bytes;
-using ddprun::rendezvous::Store;
+using ddprun::store::Bytes;
+using ddprun::store::Store;
 
 struct Flags {
   std::string host = "127.0.0.1";
@@ -217,14 +217,14 @@ std::shared_ptr<Store> Connect(const Flags& flags, const std::vector<ddprun::Hos
                                const std::string& prefix, int index,
                                std::chrono::milliseconds timeout) {
   if (members.empty()) {
-    ddprun::rendezvous::ClientOptions client;
+    ddprun::store::ClientOptions client;
     client.host = flags.host;
     client.port = flags.port;
     client.timeout = timeout;
     client.connect_timeout = std::chrono::milliseconds(60'000);
-    return std::make_shared<ddprun::rendezvous::TcpStoreClient>(client);
+    return std::make_shared<ddprun::store::TcpStoreClient>(client);
   }
-  ddprun::rendezvous::etcd::EtcdStoreOptions options;
+  ddprun::store::etcd::EtcdStoreOptions options;
   options.client.endpoints = members;
   if (flags.spread) {
     std::rotate(options.client.endpoints.begin(),
@@ -234,7 +234,7 @@ std::shared_ptr<Store> Connect(const Flags& flags, const std::vector<ddprun::Hos
   }
   options.client.timeout = timeout;
   options.prefix = prefix;
-  auto store = std::make_shared<ddprun::rendezvous::etcd::EtcdStore>(std::move(options));
+  auto store = std::make_shared<ddprun::store::etcd::EtcdStore>(std::move(options));
   store->SetTimeout(timeout);
   store->Check({"rendezvous_load/connect"});
   return store;

@@ -26,17 +26,17 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/store_protocol.h"
-#include "rendezvous/tcp_store_client.h"
+#include "store/store_protocol.h"
+#include "store/tcp_store_client.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using ddprun::rendezvous::Bytes;
-using ddprun::rendezvous::Command;
-using ddprun::rendezvous::EncodeRequest;
-using ddprun::rendezvous::Generation;
-using ddprun::rendezvous::Request;
+using ddprun::store::Bytes;
+using ddprun::store::Command;
+using ddprun::store::EncodeRequest;
+using ddprun::store::Generation;
+using ddprun::store::Request;
 
 struct Flags {
   std::string host = "127.0.0.1";
@@ -139,7 +139,7 @@ class Client {
   // VALIDATE + PING on the still blocking socket, as PyTorch 2.x's client does.
   void Handshake() {
     Bytes hello = EncodeRequest(generation_, {Command::kValidate, {}, {}, 0,
-                                              ddprun::rendezvous::kValidationMagic});
+                                              ddprun::store::kValidationMagic});
     const Bytes ping = EncodeRequest(generation_, {Command::kPing, {}, {}, 0, 7});
     hello.insert(hello.end(), ping.begin(), ping.end());
     if (::send(fd_, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
@@ -170,7 +170,7 @@ class Client {
       case Reply::kI64: return input_.size() >= 8;
       case Reply::kBytes:
         return input_.size() >= 8 &&
-               input_.size() >= 8 + ddprun::rendezvous::LoadU64(input_.data());
+               input_.size() >= 8 + ddprun::store::LoadU64(input_.data());
     }
     return false;
   }
@@ -223,12 +223,12 @@ void RunLoop(std::vector<Client*> clients, Clock::time_point end,
 
 // Every client's "ready" key, which the cycle's WAITs name; set before the clock starts.
 void SetReadyKeys(const Flags& flags) {
-  ddprun::rendezvous::ClientOptions options;
+  ddprun::store::ClientOptions options;
   options.host = flags.host;
   options.port = flags.port;
   options.generation = flags.legacy ? Generation::kLegacy : Generation::kValidated;
   options.key_prefix = "";  // the raw keys the epoll clients name
-  ddprun::rendezvous::TcpStoreClient store(options);
+  ddprun::store::TcpStoreClient store(options);
   for (int i = 0; i < flags.clients; ++i) {
     store.Set("bench/" + std::to_string(i) + "/ready", Bytes{'1'});
   }

@@ -11,8 +11,8 @@
 
 namespace ddprun::bench {
 
-using rendezvous::Command;
-using rendezvous::Generation;
+using store::Command;
+using store::Generation;
 
 sockaddr_in LoopbackAddress(int offset, int port) {
   sockaddr_in address{};
@@ -58,12 +58,12 @@ void StormConn::Close() {
   input_.clear();
 }
 
-Bytes StormConn::Encode(const rendezvous::Request& request) {
-  return rendezvous::EncodeRequest(Generation::kValidated, request);
+Bytes StormConn::Encode(const store::Request& request) {
+  return store::EncodeRequest(Generation::kValidated, request);
 }
 
 void StormConn::SendHandshake() {
-  Bytes hello = Encode({Command::kValidate, {}, {}, 0, rendezvous::kValidationMagic});
+  Bytes hello = Encode({Command::kValidate, {}, {}, 0, store::kValidationMagic});
   const Bytes ping = Encode({Command::kPing, {}, {}, 0, static_cast<std::uint32_t>(index_)});
   hello.insert(hello.end(), ping.begin(), ping.end());
   Send(hello, ReplyKind::kU32);
@@ -120,14 +120,14 @@ bool StormConn::ReplyComplete() const {
   std::size_t at = 0;
   for (int i = 0; i < count_; ++i) {
     if (input_.size() < at + 8) return false;
-    at += 8 + rendezvous::LoadU64(input_.data() + at);
+    at += 8 + store::LoadU64(input_.data() + at);
   }
   return input_.size() >= at;
 }
 
 std::int64_t StormConn::ReplyI64() const {
   if (input_.size() < 8) Fail("short i64 reply");
-  return static_cast<std::int64_t>(rendezvous::LoadU64(input_.data()));
+  return static_cast<std::int64_t>(store::LoadU64(input_.data()));
 }
 
 void StormConn::Fail(const std::string& what) const {

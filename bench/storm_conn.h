@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <string>
 
-#include "rendezvous/store_protocol.h"
+#include "store/store_protocol.h"
 
 namespace ddprun::bench {
 
-using rendezvous::Bytes;
+using store::Bytes;
 
 // What the request in flight is answered with: nothing, a byte (CHECK, WAIT), the PING echo,
 // an i64 (ADD, DELETE_KEY) or `count` u64-length-prefixed values (GET, COMPARE_SET, MULTI_GET).
@@ -41,7 +41,7 @@ class StormConn {
   // Sends `requests` (encoded back to back in one send) and expects `kind` for the last one;
   // every earlier one must have no reply (a SET before a WAIT).
   void Send(const Bytes& requests, ReplyKind kind, int count = 1);
-  static Bytes Encode(const rendezvous::Request& request);
+  static Bytes Encode(const store::Request& request);
 
   // Reads what arrived; true when the expected reply is complete. The reply stays readable
   // until the next Send.

@@ -39,7 +39,7 @@ namespace ddprun::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using rendezvous::Command;
+using store::Command;
 
 struct Flags {
   int port = 0;

@@ -1,6 +1,6 @@
 // Shell completion scripts (bash, zsh, fish) written from a description of a command line: its
 // options, their spellings, whether they take a value and which values they accept, and its
-// subcommands. ddprun describes itself from its option table (launcher/cli_completion.cc); the
+// subcommands. ddprun describes itself from its option table (cli/cli_completion.cc); the
 // companion programs are described from their CLI11 --help text (cli11_help.h). The scripts
 // need nothing but the shell (bash-completion, zsh's compsys and fish load them when installed,
 // or they can be sourced).

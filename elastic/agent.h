@@ -158,12 +158,12 @@ class Agent {
   // The running barrier's own store connection, interrupted to cancel it at once.
   struct Barrier {
     std::mutex mutex;
-    std::shared_ptr<rendezvous::Store> store;
+    std::shared_ptr<store::Store> store;
     bool cancelled = false;
     void Cancel();
     bool Cancelled();
     // False when the barrier was cancelled before it could start.
-    bool Attach(std::shared_ptr<rendezvous::Store> own);
+    bool Attach(std::shared_ptr<store::Store> own);
   };
   void CancelBarrier() { barrier_->Cancel(); }
   std::shared_ptr<Barrier> barrier_ = std::make_shared<Barrier>();

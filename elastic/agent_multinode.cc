@@ -111,7 +111,7 @@ void Agent::FinishFailed() {
 // `leaving`: this agent stops now and will not join the failure barrier, so count it there.
 // `published` runs on the event loop once the record is written (or could not be).
 void Agent::Publish(const NodeFailure& record, bool leaving, std::function<void()> published) {
-  rendezvous::Store* store = info_.store;
+  store::Store* store = info_.store;
   const int world = info_.group_world_size;
   rendezvous::RendezvousHandler* handler = Elastic() ? &rendezvous_ : nullptr;
   runner_.Run(
@@ -148,7 +148,7 @@ bool Agent::Barrier::Cancelled() {
   return cancelled;
 }
 
-bool Agent::Barrier::Attach(std::shared_ptr<rendezvous::Store> own) {
+bool Agent::Barrier::Attach(std::shared_ptr<store::Store> own) {
   std::lock_guard lock(mutex);
   store = std::move(own);
   return !cancelled;
@@ -160,14 +160,14 @@ bool Agent::Barrier::Attach(std::shared_ptr<rendezvous::Store> own) {
 // before the barrier's job started still counts.
 void Agent::RunBarrier(const std::string& name, std::chrono::milliseconds timeout,
                        std::function<void(bool completed)> then) {
-  rendezvous::Store* shared = info_.store;
+  store::Store* shared = info_.store;
   const auto open = info_.open_round_store;
   const int world = info_.group_world_size;
   auto barrier = barrier_;
   auto completed = std::make_shared<bool>(false);
   runner_.Run(
       [shared, open, name, world, timeout, barrier, completed] {
-        std::shared_ptr<rendezvous::Store> own = open ? open() : nullptr;
+        std::shared_ptr<store::Store> own = open ? open() : nullptr;
         // Cancelled before it started: still count in, and complete if the others already did.
         const auto wait = barrier->Attach(own) ? timeout : std::chrono::milliseconds{1};
         *completed = ExitBarrier(own ? *own : *shared, name, world, wait);

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-namespace ddprun::rendezvous {
+namespace ddprun::store {
 class AuthKey;
-}  // namespace ddprun::rendezvous
+}  // namespace ddprun::store
 
 namespace ddprun::elastic {
 
@@ -58,7 +58,7 @@ struct RendezvousSettings {
   std::optional<std::string> store_bind;
   // The job's token (token_file, $DDPRUN_RDZV_TOKEN_FILE, $DDPRUN_RDZV_TOKEN): set, agents
   // authenticate every rendezvous connection and workers serve their own store.
-  std::shared_ptr<const rendezvous::AuthKey> auth;
+  std::shared_ptr<const store::AuthKey> auth;
   std::string auth_source;  // where the token came from ("file /etc/job.token")
   // The etcd backend: protocol=https (TLS) with cacert/cert/key (torchrun's etcd keys; etcd-v2's
   // ca_cert/ssl_cert/ssl_cert_key too), and etcd_prefix, under which the job's keys live.

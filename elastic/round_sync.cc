@@ -11,8 +11,8 @@ std::string RoleInfoKey(int group_rank) {
   return "torchelastic/role_info/" + std::to_string(group_rank);
 }
 
-PeerInfo ParsePeer(const rendezvous::Bytes& value) {
-  const auto json = nlohmann::json::parse(rendezvous::Store::ToString(value));
+PeerInfo ParsePeer(const store::Bytes& value) {
+  const auto json = nlohmann::json::parse(store::Store::ToString(value));
   PeerInfo peer;
   peer.role = json.at("role").get<std::string>();
   peer.group_rank = json.at("rank").get<int>();
@@ -23,7 +23,7 @@ PeerInfo ParsePeer(const rendezvous::Bytes& value) {
 
 }  // namespace
 
-std::vector<PeerInfo> ExchangeRoleInfos(rendezvous::Store& store, const PeerInfo& mine,
+std::vector<PeerInfo> ExchangeRoleInfos(store::Store& store, const PeerInfo& mine,
                                         int group_world_size) {
   const nlohmann::json json = {{"role", mine.role},
                                {"rank", mine.group_rank},
@@ -50,19 +50,19 @@ RankAssignment AssignFromPeers(const std::vector<PeerInfo>& peers, int group_ran
 std::string InboxKey(int node_rank) { return "ddprun/inbox/" + std::to_string(node_rank); }
 std::string HeartbeatKey(int node_rank) { return "ddprun/heartbeat/" + std::to_string(node_rank); }
 
-void PublishFailure(rendezvous::Store& store, const NodeFailure& record, int group_world_size) {
+void PublishFailure(store::Store& store, const NodeFailure& record, int group_world_size) {
   const std::string text = EncodeNodeFailure(record);
   std::vector<std::string> keys;
-  std::vector<rendezvous::Bytes> values;
+  std::vector<store::Bytes> values;
   for (int rank = 0; rank < group_world_size; ++rank) {
     if (rank == record.node_rank) continue;
     keys.push_back(InboxKey(rank));
-    values.push_back(rendezvous::Store::ToBytes(text));
+    values.push_back(store::Store::ToBytes(text));
   }
   store.MultiSet(keys, values);
 }
 
-bool ExitBarrier(rendezvous::Store& store, const std::string& name, int world_size,
+bool ExitBarrier(store::Store& store, const std::string& name, int world_size,
                  std::chrono::milliseconds timeout) {
   if (store.Add(name + "/num_members", 1) >= world_size) {
     store.SetString(name + "/last_member", "1");
@@ -71,12 +71,12 @@ bool ExitBarrier(rendezvous::Store& store, const std::string& name, int world_si
   try {
     store.Wait({name + "/last_member"}, timeout);
     return true;
-  } catch (const rendezvous::StoreTimeout&) {
+  } catch (const store::StoreTimeout&) {
     return false;
   }
 }
 
-void LeaveBarrier(rendezvous::Store& store, const std::string& name, int world_size) {
+void LeaveBarrier(store::Store& store, const std::string& name, int world_size) {
   if (store.Add(name + "/num_members", 1) >= world_size) store.SetString(name + "/last_member", "1");
 }
 

@@ -7,7 +7,7 @@
 
 #include "elastic/node_failure.h"
 #include "elastic/rank_assignment.h"
-#include "rendezvous/store.h"
+#include "store/store.h"
 
 namespace ddprun::elastic {
 
@@ -20,7 +20,7 @@ struct PeerInfo {
 };
 
 // Writes `mine`, then blocks (store timeout) until every agent's info is there; ordered by rank.
-std::vector<PeerInfo> ExchangeRoleInfos(rendezvous::Store& store, const PeerInfo& mine,
+std::vector<PeerInfo> ExchangeRoleInfos(store::Store& store, const PeerInfo& mine,
                                         int group_world_size);
 // torchrun's prefix sums over `peers` (ordered by group rank), for `group_rank`.
 RankAssignment AssignFromPeers(const std::vector<PeerInfo>& peers, int group_rank);
@@ -29,13 +29,13 @@ std::string InboxKey(int node_rank);
 std::string HeartbeatKey(int node_rank);
 
 // Writes `record` into the inbox of every node but `record.node_rank`.
-void PublishFailure(rendezvous::Store& store, const NodeFailure& record, int group_world_size);
+void PublishFailure(store::Store& store, const NodeFailure& record, int group_world_size);
 
 // Counts this agent in barrier `name`, then waits until all `world_size` agents arrived. False
 // on timeout; an interrupted store (the barrier cancelled) throws StoreConnectionError.
-bool ExitBarrier(rendezvous::Store& store, const std::string& name, int world_size,
+bool ExitBarrier(store::Store& store, const std::string& name, int world_size,
                  std::chrono::milliseconds timeout);
 // Counts this agent in barrier `name` without waiting (an agent that leaves early).
-void LeaveBarrier(rendezvous::Store& store, const std::string& name, int world_size);
+void LeaveBarrier(store::Store& store, const std::string& name, int world_size);
 
 }  // namespace ddprun::elastic

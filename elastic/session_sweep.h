@@ -1,7 +1,7 @@
 // What the session keeper kills when the launcher is gone (docs/architecture.md, "No orphans"):
 // every live process whose session is one of the workers' (a worker is a session leader, so its
 // session id is its pid), SIGKILLed pass after pass until none is left or the limits are hit.
-// Pure policy over the ProcessTable seam; launcher/proc_table.* is the real table.
+// Pure policy over the ProcessTable seam; launcher/process/proc_table.* is the real table.
 #pragma once
 #include <chrono>
 #include <set>

@@ -1,4 +1,4 @@
-// Fuzz target: the command line (launcher/cli.h ParseCommandLine), as main() calls it, with a
+// Fuzz target: the command line (cli/cli.h ParseCommandLine), as main() calls it, with a
 // fake environment (PET_* and the other variables it reads) and 4 fake GPUs. Input format:
 // fuzz_support.h ("<argv words>\n@env\nNAME=VALUE..."). UsageError is the documented rejection;
 // anything else escaping is a bug. An accepted configuration must be one ddprun can launch
@@ -12,7 +12,7 @@
 #include "common/errors.h"
 #include "elastic/worker_env.h"
 #include "fuzz/fuzz_support.h"
-#include "launcher/cli.h"
+#include "cli/cli.h"
 #include "launcher/dry_run.h"
 
 namespace {
@@ -44,16 +44,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto input = ddprun::fuzz::ParseCommandInput(ddprun::fuzz::AsText(data, size));
   const std::vector<std::string> args = ddprun::fuzz::SplitWords(input.command);
   ddprun::elastic::Environment env(input.env.begin(), input.env.end());
-  const ddprun::launcher::EnvLookup lookup =
+  const ddprun::cli::EnvLookup lookup =
       [&env](const std::string& name) -> std::optional<std::string> {
     const auto it = env.find(name);
     if (it == env.end()) return std::nullopt;
     return it->second;
   };
-  const ddprun::launcher::GpuCounter gpus = [] { return ddprun::launcher::GpuCount{4, ""}; };
+  const ddprun::cli::GpuCounter gpus = [] { return ddprun::cli::GpuCount{4, ""}; };
   try {
-    const auto result = ddprun::launcher::ParseCommandLine(args, lookup, gpus);
-    if (result.action == ddprun::launcher::CliResult::Action::kPrintAndExit) {
+    const auto result = ddprun::cli::ParseCommandLine(args, lookup, gpus);
+    if (result.action == ddprun::cli::CliResult::Action::kPrintAndExit) {
       Require(!result.text.empty(), "--help or --version printed nothing");
       return 0;
     }

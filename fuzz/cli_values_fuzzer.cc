@@ -1,4 +1,4 @@
-// Fuzz target: the launcher's option value parsers (launcher/cli_internal.h), each given the
+// Fuzz target: the launcher's option value parsers (cli/cli_internal.h), each given the
 // whole input as the value: --rdzv_conf (then its timeouts and counts, as ReadRendezvousSettings
 // reads them for either backend), --redirects/--tee, --nnodes, --local_ranks_filter,
 // --signals_to_handle, the duplicate-output filters, seconds, ports, endpoints, nproc_per_node
@@ -13,8 +13,8 @@
 #include "common/host_port.h"
 #include "elastic/arg_template.h"
 #include "fuzz/fuzz_support.h"
-#include "launcher/cli_internal.h"
-#include "launcher/nproc.h"
+#include "cli/cli_internal.h"
+#include "cli/nproc.h"
 
 namespace {
 
@@ -97,8 +97,8 @@ void CheckNumbers(const std::string& text) {
     Require(port >= 0 && port <= 65535, "port out of range");
   });
   Try([&] {
-    const auto gpus = [] { return ddprun::launcher::GpuCount{4, ""}; };
-    Require(ddprun::launcher::ResolveNprocPerNode(text, "--nproc_per_node", gpus) >= 1,
+    const auto gpus = [] { return ddprun::cli::GpuCount{4, ""}; };
+    Require(ddprun::cli::ResolveNprocPerNode(text, "--nproc_per_node", gpus) >= 1,
             "nproc_per_node below 1");
   });
 }

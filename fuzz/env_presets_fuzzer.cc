@@ -1,4 +1,4 @@
-// Fuzz target: --env_preset (launcher/env_presets.h ResolveEnvPreset) over a fake environment.
+// Fuzz target: --env_preset (cli/env_presets.h ResolveEnvPreset) over a fake environment.
 // Input format: fuzz_support.h; the text before "@env" is the preset name, tried as given and
 // then every known preset is resolved over the same environment. UsageError is the documented
 // rejection. Checked: every setting names an option and a variable and has a value; nnodes and
@@ -9,12 +9,12 @@
 
 #include "common/errors.h"
 #include "fuzz/fuzz_support.h"
-#include "launcher/env_presets.h"
+#include "cli/env_presets.h"
 
 namespace {
 
 using ddprun::fuzz::Require;
-using ddprun::launcher::EnvLookup;
+using ddprun::cli::EnvLookup;
 
 long long Number(const std::string& text) {
   try {
@@ -42,7 +42,7 @@ void CheckSettings(const std::string& preset,
       // Inside a job step (srun) the step's list, else the job's.
       const auto list = env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST")
                                                    : env("SLURM_JOB_NODELIST");
-      Require(setting.value == ddprun::launcher::FirstSlurmHost(*list),
+      Require(setting.value == ddprun::cli::FirstSlurmHost(*list),
               "slurm: the master is not the first host of the list");
     }
   }
@@ -51,7 +51,7 @@ void CheckSettings(const std::string& preset,
 
 void Resolve(const std::string& preset, const EnvLookup& env) {
   try {
-    CheckSettings(preset, ddprun::launcher::ResolveEnvPreset(preset, "--env_preset", env), env);
+    CheckSettings(preset, ddprun::cli::ResolveEnvPreset(preset, "--env_preset", env), env);
   } catch (const ddprun::UsageError&) {
   }
 }
@@ -68,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string preset = input.command;
   while (!preset.empty() && preset.back() == '\n') preset.pop_back();
   Resolve(preset, env);
-  for (const std::string& known : ddprun::launcher::EnvPresetNames()) {
+  for (const std::string& known : ddprun::cli::EnvPresetNames()) {
     if (known != preset) Resolve(known, env);
   }
   return 0;

@@ -8,13 +8,14 @@
 
 #include "fuzz/fuzz_support.h"
 #include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/in_memory_store.h"
+#include "store/in_memory_store.h"
 #include "tools/rdzv_view.h"
 
 namespace {
 
 using ddprun::fuzz::Require;
 using namespace ddprun::rendezvous;
+namespace store = ddprun::store;
 using namespace ddprun::tools;
 
 constexpr std::int64_t kNowMs = 1'700'000'000'000;  // a fixed wall clock for heartbeat ages
@@ -40,7 +41,7 @@ std::optional<T> Decoded(const std::string& text, Fn decode) {
 }
 
 void ReadMarker(const std::string& text, RdzvView& view) {
-  InMemoryStore store;
+  store::InMemoryStore store;
   const RendezvousKeys keys{"fuzz"};
   store.SetString(keys.MovedStore(), text);
   try {

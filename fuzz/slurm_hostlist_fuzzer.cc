@@ -1,4 +1,4 @@
-// Fuzz target: SLURM hostlist expansion (launcher/env_presets.h). The input is one hostlist.
+// Fuzz target: SLURM hostlist expansion (cli/env_presets.h). The input is one hostlist.
 // std::invalid_argument is the documented rejection. Checked: an expanded list is not empty,
 // holds at most 1,000,000 hosts, none empty or with a separator in it, and FirstSlurmHost
 // (which expands nothing) agrees with its first host; a list rejected for any reason but its
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fuzz/fuzz_support.h"
-#include "launcher/env_presets.h"
+#include "cli/env_presets.h"
 
 namespace {
 
@@ -16,7 +16,7 @@ using ddprun::fuzz::Require;
 
 std::optional<std::string> First(const std::string& hostlist) {
   try {
-    return ddprun::launcher::FirstSlurmHost(hostlist);
+    return ddprun::cli::FirstSlurmHost(hostlist);
   } catch (const std::invalid_argument&) {
     return std::nullopt;
   }
@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string hostlist = ddprun::fuzz::AsText(data, size);
   const std::optional<std::string> first = First(hostlist);
   try {
-    const auto hosts = ddprun::launcher::ExpandSlurmHostlist(hostlist);
+    const auto hosts = ddprun::cli::ExpandSlurmHostlist(hostlist);
     Require(!hosts.empty() && hosts.size() <= 1'000'000, "expanded list empty or too long");
     for (const std::string& host : hosts) {
       Require(!host.empty() && host.find_first_of(",[] \t\n") == std::string::npos,

@@ -1,4 +1,4 @@
-// Fuzz target: the c10d store request parser (rendezvous/store_protocol.h), both generations.
+// Fuzz target: the c10d store request parser (store/store_protocol.h), both generations.
 // The input is what a client sends on one connection. It is parsed as a whole, and fed again in
 // pieces (sizes drawn from the input, then byte by byte) the way the server's connection does
 // (need-more sizes, generation detection); for the legacy and validated generations and the
@@ -6,7 +6,7 @@
 // requests and the same end (need more / malformed, same reason); a complete request re-encodes
 // to exactly the bytes it consumed; need-more asks for more than the buffer holds and never for
 // more than the request limit. The same input is also what a stranger sends an authenticated
-// store before its first request (rendezvous/store_auth.h): the server's handshake, fed whole
+// store before its first request (store/store_auth.h): the server's handshake, fed whole
 // and in pieces, must end the same way, consume only what it was given, refuse with a reason,
 // and never accept without the token's proof; the client's challenge parser reads its prefix.
 #include <cstdint>
@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "fuzz/fuzz_support.h"
-#include "rendezvous/store_auth.h"
-#include "rendezvous/store_protocol.h"
+#include "store/store_auth.h"
+#include "store/store_protocol.h"
 
 namespace {
 
 using ddprun::fuzz::Require;
-using namespace ddprun::rendezvous;
+using namespace ddprun::store;
 
 struct Outcome {
   std::vector<Request> requests;
@@ -37,11 +37,11 @@ void CheckResult(Generation generation, std::span<const std::uint8_t> data,
   switch (result.status) {
     case ParseStatus::kComplete: {
       Require(result.size >= 1 && result.size <= data.size(), "complete: size out of range");
-      const Bytes frame(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(result.size));
+      const store::Bytes frame(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(result.size));
       Require(EncodeRequest(generation, result.request) == frame,
               "complete: the request does not re-encode to the bytes it consumed",
               CommandName(result.request.command));
-      for (const Bytes& value : result.request.values) (void)ParseCounter(value);
+      for (const store::Bytes& value : result.request.values) (void)store::ParseCounter(value);
       break;
     }
     case ParseStatus::kNeedMore:
@@ -96,7 +96,7 @@ std::vector<std::size_t> Pieces(std::span<const std::uint8_t> data, bool bytewis
 Outcome ParsePieces(std::optional<Generation> generation, std::span<const std::uint8_t> data,
                     const ProtocolLimits& limits, bool bytewise) {
   Outcome outcome;
-  Bytes buffer;
+  store::Bytes buffer;
   std::size_t begin = 0;
   std::size_t need = 1;
   std::size_t fed = 0;
@@ -154,7 +154,7 @@ std::string Handshake(std::span<const std::uint8_t> data, const std::vector<std:
   static const Nonce server_nonce{};  // fixed, so a crash reproduces from the file alone
   ServerHandshake handshake(key, server_nonce);
   std::string trace;
-  Bytes buffer;
+  store::Bytes buffer;
   std::size_t begin = 0;
   std::size_t fed = 0;
   const std::vector<std::size_t> all{data.size()};

@@ -6,9 +6,9 @@
 #include "common/env_names.h"
 #include "elastic/attempt_plan.h"
 #include "elastic/rank_assignment.h"
-#include "launcher/elastic_backend.h"
+#include "launcher/backend/elastic_backend.h"
 #include "launcher/launch_setup.h"
-#include "launcher/master_endpoint.h"
+#include "launcher/backend/master_endpoint.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -59,7 +59,7 @@ bool IsStatic(const LaunchConfig& config) {
 }
 
 void PlanSingleNode(const LaunchConfig& config, PlannedRound& round) {
-  const rendezvous::RendezvousInfo master = PlannedMasterEndpoint(config);
+  const rendezvous::RendezvousInfo master = backend::PlannedMasterEndpoint(config);
   round.info = master;
   round.master_addr_shown = master.master_addr;
   round.master_port_shown =
@@ -68,7 +68,7 @@ void PlanSingleNode(const LaunchConfig& config, PlannedRound& round) {
 }
 
 void PlanEtcd(const LaunchConfig& config, PlannedRound& round) {
-  const rendezvous::etcd::EtcdStoreOptions etcd = EtcdOptions(config);
+  const store::etcd::EtcdStoreOptions etcd = backend::EtcdOptions(config);
   std::string members;
   for (const HostPort& member : etcd.client.endpoints) {
     members += (members.empty() ? "" : ", ") + member.ToString();
@@ -78,7 +78,7 @@ void PlanEtcd(const LaunchConfig& config, PlannedRound& round) {
                         std::string(settings.etcd_tls ? "https" : "http") + ") at " + members +
                         ", keys under " + etcd.prefix + "; it never moves");
   round.notes.push_back("the round's group rank 0 agent serves the workers' store");
-  if (const auto note = EtcdV2Note(config)) round.notes.push_back(*note);
+  if (const auto note = backend::EtcdV2Note(config)) round.notes.push_back(*note);
 }
 
 // Static: node_rank of max_nodes, master_addr:master_port, node 0's agent store. Dynamic
@@ -116,9 +116,9 @@ void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
   if (config.Etcd()) {
     PlanEtcd(config, round);
   } else if (config.Elastic()) {
-    const std::vector<HostPort> endpoints = RendezvousEndpoints(config);
+    const std::vector<HostPort> endpoints = backend::RendezvousEndpoints(config);
     const std::string first = endpoints.front().ToString();
-    round.notes.push_back(ServesRendezvousStore(config)
+    round.notes.push_back(backend::ServesRendezvousStore(config)
                               ? "this node serves the rendezvous store at " + first +
                                     " (a client if the port is taken)"
                               : "this node is a client of the rendezvous store at " + first);

@@ -11,15 +11,15 @@
 #include "common/logging.h"
 #include "elastic/agent.h"
 #include "launcher/agent_loop.h"
-#include "launcher/cli.h"
+#include "cli/cli.h"
 #include "launcher/dry_run.h"
-#include "launcher/elastic_backend.h"
+#include "launcher/backend/elastic_backend.h"
 #include "launcher/event_log_file.h"
 #include "launcher/launch_setup.h"
-#include "launcher/local_process_context.h"
-#include "launcher/master_endpoint.h"
-#include "launcher/launch_backend.h"
-#include "launcher/session_keeper.h"
+#include "launcher/process/local_process_context.h"
+#include "launcher/backend/master_endpoint.h"
+#include "launcher/backend/launch_backend.h"
+#include "launcher/process/session_keeper.h"
 #include "launcher/thread_runner.h"
 
 namespace ddprun::launcher {
@@ -63,15 +63,15 @@ int Launch(const LaunchConfig& config) {
   }
   const elastic::Environment env = LauncherEnvironment(config);
   if (config.dry_run) return RunDryRun(std::cout, config, env);  // before any dir or port
-  if (const auto note = EtcdV2Note(config)) spdlog::warn("{}", *note);
+  if (const auto note = backend::EtcdV2Note(config)) spdlog::warn("{}", *note);
   const auto events = OpenEventLog(config);
   RunLogDir logs(config, config.rdzv_id);
   // Before any thread or worker; destroyed after the workers (its sweep ends the launch).
-  const SessionKeeper keeper;
+  const process::SessionKeeper keeper;
   const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
   asio::io_context io(kOneThread);
-  const auto backend = MakeBackend(io, config, spec);
-  LocalProcessContext processes(io, keeper.WriteFd());
+  const auto backend = backend::MakeBackend(io, config, spec);
+  process::LocalProcessContext processes(io, keeper.WriteFd());
   std::optional<ThreadRunner> runner;
   if (backend->blocking) runner.emplace(io);
   elastic::Agent agent(spec, backend->agent_options, *backend->rendezvous, processes,
@@ -87,12 +87,12 @@ int Launch(const LaunchConfig& config) {
 }  // namespace
 
 int Main(int argc, char** argv) {
-  if (IsSessionKeeper(argc, argv)) return RunSessionKeeper();  // before any flag is looked at
+  if (process::IsSessionKeeper(argc, argv)) return process::RunSessionKeeper();  // before any flag is looked at
   InitLogging();
   try {
-    const CliResult cli = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc),
-                                           ProcessEnv(), PersonalityOf(argv[0]));
-    if (cli.action == CliResult::Action::kPrintAndExit) {
+    const cli::CliResult cli = cli::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc),
+                                           cli::ProcessEnv(), cli::PersonalityOf(argv[0]));
+    if (cli.action == cli::CliResult::Action::kPrintAndExit) {
       std::cout << cli.text << std::flush;
       return 0;
     }

@@ -69,7 +69,7 @@ RoundChange RoundChange::Decode(const std::string& text) {
   }
 }
 
-DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<Store> store)
+DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<store::Store> store)
     : options_(std::move(options)), store_(std::move(store)), keys_{options_.run_id} {}
 
 FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous) {
@@ -183,7 +183,7 @@ void DynamicRendezvous::SignalWaiting(int round, const Ticket& mine) {
   try {
     WaitBeating(RoundKey(round, "sealed"), mine, options_.member_timeout + kSealPublishGrace,
                 /*sweep=*/false);
-  } catch (const StoreTimeout&) {
+  } catch (const store::StoreTimeout&) {
     return;
   }
   const Json sealed = Json::parse(store_->GetString(RoundKey(round, "sealed")));
@@ -206,7 +206,7 @@ void DynamicRendezvous::AwaitEndOf(int round, const Ticket& mine, Clock::time_po
     // A hot spare waits here for as long as the round runs: it beats, so that a spare that
     // died meanwhile is dropped from the round it would fill (DeadWhileForming).
     WaitBeating(RoundKey(round, "change"), mine, Left(deadline), /*sweep=*/false);
-  } catch (const StoreTimeout&) {
+  } catch (const store::StoreTimeout&) {
     ThrowIfClosed();
     throw RendezvousTimeoutError("round " + std::to_string(round) + " is full (the maximum of " +
                                  std::to_string(options_.max_nodes) +
@@ -227,7 +227,7 @@ std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
   const std::string sealed = RoundKey(ticket.round, "sealed");
   try {
     WaitBeating(RoundKey(ticket.round, "min"), ticket, Left(deadline));
-  } catch (const StoreTimeout&) {
+  } catch (const store::StoreTimeout&) {
     ThrowTooFew(ticket.round);
   }
   // Rounds after the first wait for missing members to be declared gone (member_timeout).
@@ -236,11 +236,11 @@ std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
                              : options_.last_call_timeout;
   try {
     WaitBeating(sealed, ticket, std::min(last_call, Left(deadline)));
-  } catch (const StoreTimeout&) {
+  } catch (const store::StoreTimeout&) {
     Seal(ticket.round, SealBy::kLastCall);  // last call is over (or the join deadline came)
     try {
       store_->Wait({sealed}, options_.member_timeout + kSealPublishGrace);  // another sealer's
-    } catch (const StoreTimeout&) {  // it died before publishing: settle the round here
+    } catch (const store::StoreTimeout&) {  // it died before publishing: settle the round here
       Publish(ticket.round, SealedSeq(ticket.round), {});
     }
   }
@@ -263,7 +263,7 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
     try {
       store_->Wait({key}, std::min(interval, Left(deadline)));
       return;
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
       if (Clock::now() >= deadline) throw;
     }
     store_->SetString(beat, std::to_string(WallClockMs()));
@@ -334,9 +334,9 @@ std::optional<FormedRound> DynamicRendezvous::ReadSealed(const Ticket& ticket) {
 }
 
 RoundChange DynamicRendezvous::Announce(int round, const RoundChange& change) {
-  const Bytes now_stored =
-      store_->CompareSet(RoundKey(round, "change"), {}, Store::ToBytes(change.Encode()));
-  return RoundChange::Decode(Store::ToString(now_stored));
+  const store::Bytes now_stored =
+      store_->CompareSet(RoundKey(round, "change"), {}, store::Store::ToBytes(change.Encode()));
+  return RoundChange::Decode(store::Store::ToString(now_stored));
 }
 
 void DynamicRendezvous::CountFailure(int round) { store_->Add(RoundKey(round + 1, "failures"), 1); }
@@ -353,7 +353,7 @@ void DynamicRendezvous::Close(int round) {
   const milliseconds saved = store_->Timeout();
   const auto within = [&](const auto& request) {
     if (Clock::now() >= deadline) {
-      throw StoreConnectionError("the store did not answer in time");
+      throw store::StoreConnectionError("the store did not answer in time");
     }
     // Rounded up: a request that times out ends at or after the deadline.
     store_->SetTimeout(std::min(saved, std::chrono::ceil<milliseconds>(deadline - Clock::now())));
@@ -364,7 +364,7 @@ void DynamicRendezvous::Close(int round) {
     within([&] {
       Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, "the job has finished"});
     });
-  } catch (const StoreConnectionError& error) {
+  } catch (const store::StoreConnectionError& error) {
     store_->SetTimeout(saved);
     if (Clock::now() < deadline) throw;
     throw RendezvousTimeoutError(
@@ -402,9 +402,9 @@ std::vector<RoundMember> DynamicRendezvous::Members(int round, int count) {
   }
   std::vector<RoundMember> members;
   if (records.empty() || !store_->Check(records)) return members;  // one died before its record
-  const std::vector<Bytes> values = store_->MultiGet(records);
-  for (const Bytes& value : values) {
-    const Json node = Json::parse(Store::ToString(value));
+  const std::vector<store::Bytes> values = store_->MultiGet(records);
+  for (const store::Bytes& value : values) {
+    const Json node = Json::parse(store::Store::ToString(value));
     members.push_back({static_cast<int>(members.size()),
                        {node.value("host", ""), node.value("addr", ""), node.value("pid", 0),
                         node.value("nproc", 1), node.value("store", false)}});
@@ -412,7 +412,7 @@ std::vector<RoundMember> DynamicRendezvous::Members(int round, int count) {
   return members;
 }
 
-MovedStoreMarker ReadMovedStoreMarker(Store& store, const RendezvousKeys& keys) {
+MovedStoreMarker ReadMovedStoreMarker(store::Store& store, const RendezvousKeys& keys) {
   if (!store.Check({keys.MovedStore()})) return {};
   try {
     const Json marker = Json::parse(store.GetString(keys.MovedStore()));

@@ -59,7 +59,7 @@
 #include <vector>
 
 #include "rendezvous/rendezvous_handler.h"
-#include "rendezvous/store.h"
+#include "store/store.h"
 
 namespace ddprun::rendezvous {
 
@@ -165,13 +165,13 @@ struct SeqValue {
 
 // `store`'s takeover marker for job `keys` (epoch 0: none, the original store); throws
 // std::invalid_argument when the key holds something else.
-MovedStoreMarker ReadMovedStoreMarker(Store& store, const RendezvousKeys& keys);
+MovedStoreMarker ReadMovedStoreMarker(store::Store& store, const RendezvousKeys& keys);
 
 class DynamicRendezvous {
  public:
   // `store` is this node's own connection to the rendezvous store (blocking calls run on the
   // caller's thread); Interrupt() on it cancels a join at once.
-  DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<Store> store);
+  DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<store::Store> store);
 
   // Joins the next round: after `previous` when this node was a member of it, else the round
   // now forming. Blocks until the round seals. Throws RendezvousTimeoutError (fewer than MIN
@@ -289,7 +289,7 @@ class DynamicRendezvous {
   [[noreturn]] void ThrowTooFew(int round);
 
   DynamicRendezvousOptions options_;
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<store::Store> store_;
   RendezvousKeys keys_;
   std::optional<Arrival> pending_;
 };

@@ -72,7 +72,7 @@ void DynamicRendezvous::Seal(int round, SealBy by, const Ticket* mine) {
     store_->SetString(RoundKey(round, "settling"), std::to_string(WallClockMs()));  // for views
     try {
       WaitBeating(RoundKey(round, "all_accounted"), *mine, options_.member_timeout);
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
       // A member nobody declared gone in member_timeout: settle with what is known.
     }
   }
@@ -88,7 +88,7 @@ void DynamicRendezvous::Seal(int round, SealBy by, const Ticket* mine) {
 std::optional<SeqValue> DynamicRendezvous::RecordedSeq(int round, const std::string& name) {
   try {
     store_->Wait({RoundKey(round, name)}, kRecordWait);
-  } catch (const StoreTimeout&) {
+  } catch (const store::StoreTimeout&) {
     return std::nullopt;
   }
   return SeqValue{std::stoll(store_->GetString(RoundKey(round, name)))};
@@ -124,7 +124,7 @@ void DynamicRendezvous::Publish(int round, SeqValue sealed_seq,
     sealed["members"] = quorum.members;
     sealed["needed"] = quorum.Needed();
   }
-  const Bytes mine = Store::ToBytes(sealed.dump());
+  const store::Bytes mine = store::Store::ToBytes(sealed.dump());
   if (store_->CompareSet(RoundKey(round, "sealed"), {}, mine) != mine) return;
   if (quorum.Holds()) return;
   // This side stops: wake the round's nodes still waiting for MIN, and tell later ones why.
@@ -161,7 +161,7 @@ DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
     const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
     try {  // written right after the node's ADD; a node that died in between does not count
       store_->Wait({record}, std::max(options_.keep_alive_interval, milliseconds{1000}));
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
       continue;
     }
     const Json node = Json::parse(store_->GetString(record));
@@ -204,7 +204,7 @@ std::vector<std::pair<int, int>> DynamicRendezvous::DeadWhileForming(int round, 
     const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
     try {  // written right after the node's ADD; never, if it died in between
       store_->Wait({record}, options_.keep_alive_interval);
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
       return {};  // its worker count is unknown: drop nobody (the ring watch will, later)
     }
     const Json node = Json::parse(store_->GetString(record));
@@ -234,7 +234,7 @@ int DynamicRendezvous::RestartCountFor(int round) {
 
 void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange& change) {
   const std::string token = options_.node.host + ":" + std::to_string(options_.node.pid);
-  const Bytes mark = Store::ToBytes(token);
+  const store::Bytes mark = store::Store::ToBytes(token);
   const std::string gone = RoundKey(round, "gone/" + std::to_string(group_rank));
   Announce(round, change);
   // Counted once, whoever declares it and however often (the same watch may declare twice).

@@ -4,7 +4,7 @@
 
 #include "common/host_port.h"
 #include "common/logging.h"
-#include "rendezvous/prefix_store.h"
+#include "store/prefix_store.h"
 
 namespace ddprun::rendezvous {
 namespace {
@@ -44,7 +44,7 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
       if (outage_since_) spdlog::info("the rendezvous store answers again");
       outage_since_.reset();
       return Publish(formed);
-    } catch (const StoreConnectionError& error) {
+    } catch (const store::StoreConnectionError& error) {
       if (shutdown_) ThrowClosed();
       if (auto arrival = rendezvous_->PendingArrival()) {
         interrupted_ = Interrupted{*arrival, StoreAddress(), epoch_};
@@ -111,7 +111,7 @@ void ElasticRendezvousHandler::PrepareStore() {
 // Before the store ever answered (a wrong endpoint, a cluster not up yet) the wait is bounded by
 // read_timeout; once it has, an outage is waited out for the join timeout.
 void ElasticRendezvousHandler::AwaitReplicatedStore(
-    const StoreConnectionError& error, std::chrono::steady_clock::time_point attempt_started) {
+    const store::StoreConnectionError& error, std::chrono::steady_clock::time_point attempt_started) {
   const auto now = site_.Now();
   const auto limit = answered_ ? options_.rendezvous.join_timeout : options_.read_timeout;
   const char* limit_name = answered_ ? "join timeout" : "read timeout";
@@ -141,8 +141,8 @@ void ElasticRendezvousHandler::MoveStore(const FormedRound& current, const std::
   seeding.node.serves_store = true;
   const FailoverBasis basis = *basis_;
   StoreAt moved = failover_.Succeed(
-      basis, current.group_rank, [&](Store& store, const MovedStoreMarker& marker) {
-        DynamicRendezvous(seeding, std::shared_ptr<Store>(&store, [](Store*) {}))
+      basis, current.group_rank, [&](store::Store& store, const MovedStoreMarker& marker) {
+        DynamicRendezvous(seeding, std::shared_ptr<store::Store>(&store, [](store::Store*) {}))
             .SeedMovedStore(basis.round, basis.candidates, lost_rank, marker);
       });
   const std::string where = moved.serving ? options_.advertised_addr + ":" +
@@ -205,7 +205,7 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
     store_->Wait({master_key}, options_.read_timeout);
     master = ParseHostPort(store_->GetString(master_key), "the round's worker store");
   }
-  round_store_ = std::make_shared<PrefixStore>(keys_.Round(formed.round, "agent"), store_);
+  round_store_ = std::make_shared<store::PrefixStore>(keys_.Round(formed.round, "agent"), store_);
   RendezvousInfo info;
   info.store = round_store_.get();
   info.group_rank = formed.group_rank;
@@ -219,7 +219,7 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
   info.restart_count = formed.restart_count;
   info.open_round_store = [&site = site_, at = store_at_,
                            prefix = keys_.Round(formed.round, "agent")] {
-    return std::make_shared<PrefixStore>(prefix, site.Connect(at, kOwnConnectTimeout));
+    return std::make_shared<store::PrefixStore>(prefix, site.Connect(at, kOwnConnectTimeout));
   };
   info.events = std::move(events_);
   events_.clear();

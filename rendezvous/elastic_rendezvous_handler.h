@@ -76,7 +76,7 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   // A replicated store that did not answer a join attempt started at `attempt_started`: waits
   // and retries until the join timeout (read_timeout before its first answer) since the outage
   // began, then throws RendezvousConnectionError.
-  void AwaitReplicatedStore(const StoreConnectionError& error,
+  void AwaitReplicatedStore(const store::StoreConnectionError& error,
                             std::chrono::steady_clock::time_point attempt_started);
   void MoveStore(const FormedRound& current, const std::string& why);
   // Logs and records the loss of the store (and of its host, when a member); returns that
@@ -92,11 +92,11 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   StoreSite& site_;
   StoreFailover failover_;
   WorkerStoreHost& worker_store_;
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<store::Store> store_;
   HostPort store_at_;
   int epoch_ = 0;
   std::unique_ptr<DynamicRendezvous> rendezvous_;
-  std::shared_ptr<Store> round_store_;  // the round's agent keys
+  std::shared_ptr<store::Store> round_store_;  // the round's agent keys
   std::optional<FailoverBasis> basis_;  // the current round's successor candidates
   std::optional<std::chrono::steady_clock::time_point> outage_since_;  // replicated store
   bool answered_ = false;  // the replicated store answered once

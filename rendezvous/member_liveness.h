@@ -15,13 +15,13 @@
 
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/heartbeat_watch.h"
-#include "rendezvous/store.h"
+#include "store/store.h"
 
 namespace ddprun::rendezvous {
 
 // Whose liveness, in which round, through which store connection.
 struct LivenessScope {
-  std::shared_ptr<Store> store;  // the watcher's own connection to the rendezvous store
+  std::shared_ptr<store::Store> store;  // the watcher's own connection to the rendezvous store
   RendezvousKeys keys;
   int round = 0;
   int me = 0;                    // group rank

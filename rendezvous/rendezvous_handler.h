@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "rendezvous/store.h"
+#include "store/store.h"
 
 namespace ddprun::rendezvous {
 
@@ -38,7 +38,7 @@ class RendezvousQuorumError : public RendezvousError {
 
 // The outcome of one round.
 struct RendezvousInfo {
-  Store* store = nullptr;  // the round's store; null when the round has one node and no store
+  store::Store* store = nullptr;  // the round's store; null when the round has one node and no store
   int group_rank = 0;
   int group_world_size = 1;
   int round = 0;
@@ -53,7 +53,7 @@ struct RendezvousInfo {
   // Opens this node's own connection to the round's agent keys (those of `store`), so that a
   // barrier blocked on it can be interrupted at once without breaking `store`. Empty: barriers
   // use `store` and cannot be cancelled before their timeout.
-  std::function<std::shared_ptr<Store>()> open_round_store;
+  std::function<std::shared_ptr<store::Store>()> open_round_store;
   // What happened while this round formed, for the event log (e.g. "store_lost",
   // "store_moved"), each already logged on the console by the handler.
   std::vector<std::pair<std::string, std::string>> events;  // name, JSON object of fields

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/host_port.h"
-#include "rendezvous/prefix_store.h"
+#include "store/prefix_store.h"
 
 namespace ddprun::rendezvous {
 namespace {
@@ -38,7 +38,7 @@ void StaticRendezvous::Shutdown() {
 RendezvousInfo StaticRendezvous::NextRendezvous() {
   try {
     return Join();
-  } catch (const StoreConnectionError&) {
+  } catch (const store::StoreConnectionError&) {
     ThrowIfClosed();  // Shutdown() interrupted the store
     throw;
   }
@@ -51,7 +51,7 @@ RendezvousInfo StaticRendezvous::Join() {
   Report(0, start, false);
   if (!store_) ConnectUntil(start, deadline);
   const int round = round_++;
-  round_store_ = std::make_shared<PrefixStore>(RoundPrefix(options_.run_id, round), store_);
+  round_store_ = std::make_shared<store::PrefixStore>(RoundPrefix(options_.run_id, round), store_);
   const bool own_store = static_cast<bool>(options_.pick_worker_port);
   if (own_store && options_.node_rank == 0) {  // before joining: it is there once all joined
     round_store_->SetString(kWorkerPortKey, std::to_string(options_.pick_worker_port()));
@@ -67,7 +67,7 @@ RendezvousInfo StaticRendezvous::Join() {
   info.master_port = own_store ? WorkerPort(*round_store_) : options_.master_port;
   info.use_agent_store = !own_store;
   info.open_round_store = [connect = connect_, prefix = RoundPrefix(options_.run_id, round)] {
-    return std::make_shared<PrefixStore>(prefix, connect(kOwnConnectTimeout));
+    return std::make_shared<store::PrefixStore>(prefix, connect(kOwnConnectTimeout));
   };
   return info;
 }
@@ -83,7 +83,7 @@ void StaticRendezvous::ConnectUntil(Clock::time_point start, Clock::time_point d
       store_ = std::move(store);
       if (closed_) store_->Interrupt();
       return;
-    } catch (const StoreConnectionError& error) {
+    } catch (const store::StoreConnectionError& error) {
       last_error = error.what();
     }
     Report(0, start, false);
@@ -96,7 +96,7 @@ void StaticRendezvous::ConnectUntil(Clock::time_point start, Clock::time_point d
       "join_timeout=SECONDS");
 }
 
-void StaticRendezvous::WaitForAll(Store& store, Clock::time_point start,
+void StaticRendezvous::WaitForAll(store::Store& store, Clock::time_point start,
                                   Clock::time_point deadline) {
   std::vector<std::string> keys;
   for (int rank = 0; rank < options_.num_nodes; ++rank) keys.push_back(JoinKey(rank));
@@ -107,7 +107,7 @@ void StaticRendezvous::WaitForAll(Store& store, Clock::time_point start,
       store.Wait(keys, std::clamp(left, std::chrono::milliseconds{1}, kSlice));
       Report(options_.num_nodes, start, true);
       return;
-    } catch (const StoreTimeout&) {
+    } catch (const store::StoreTimeout&) {
     }
     std::string missing;
     const int joined = CountJoined(store, missing);
@@ -124,7 +124,7 @@ void StaticRendezvous::WaitForAll(Store& store, Clock::time_point start,
   }
 }
 
-int StaticRendezvous::WorkerPort(Store& round_store) {
+int StaticRendezvous::WorkerPort(store::Store& round_store) {
   const std::string text = round_store.GetString(kWorkerPortKey);
   try {
     const int port = std::stoi(text);
@@ -135,7 +135,7 @@ int StaticRendezvous::WorkerPort(Store& round_store) {
                                   "' published by node 0 is not a port");
 }
 
-int StaticRendezvous::CountJoined(Store& store, std::string& missing) {
+int StaticRendezvous::CountJoined(store::Store& store, std::string& missing) {
   int joined = 0;
   for (int rank = 0; rank < options_.num_nodes; ++rank) {
     if (store.Check({JoinKey(rank)})) {

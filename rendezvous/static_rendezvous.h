@@ -42,7 +42,7 @@ struct StaticRendezvousOptions {
 };
 
 // Opens a connection to the store, giving up after `timeout` (throws StoreConnectionError).
-using StoreConnector = std::function<std::shared_ptr<Store>(std::chrono::milliseconds timeout)>;
+using StoreConnector = std::function<std::shared_ptr<store::Store>(std::chrono::milliseconds timeout)>;
 
 class StaticRendezvous : public RendezvousHandler {
  public:
@@ -62,17 +62,17 @@ class StaticRendezvous : public RendezvousHandler {
   using Clock = std::chrono::steady_clock;
   RendezvousInfo Join();
   void ConnectUntil(Clock::time_point start, Clock::time_point deadline);
-  void WaitForAll(Store& store, Clock::time_point start, Clock::time_point deadline);
-  int CountJoined(Store& store, std::string& missing);
+  void WaitForAll(store::Store& store, Clock::time_point start, Clock::time_point deadline);
+  int CountJoined(store::Store& store, std::string& missing);
   // The workers' MASTER_PORT and whether the agents' store serves it (see pick_worker_port).
-  int WorkerPort(Store& round_store);
+  int WorkerPort(store::Store& round_store);
   void Report(int joined, Clock::time_point start, bool done);
   void ThrowIfClosed() const;
 
   StaticRendezvousOptions options_;
   StoreConnector connect_;
-  std::shared_ptr<Store> store_;
-  std::shared_ptr<Store> round_store_;
+  std::shared_ptr<store::Store> store_;
+  std::shared_ptr<store::Store> round_store_;
   int round_ = 0;
   std::atomic<bool> closed_{false};
   std::mutex store_mutex_;  // store_ for Shutdown() on another thread

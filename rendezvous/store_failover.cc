@@ -38,13 +38,13 @@ std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above, bo
     if (!marker.ready) return std::nullopt;  // its successor is still seeding it
     if (above >= 0 && marker.epoch <= above) return std::nullopt;
     return StoreAt{at, std::move(store), marker.epoch, false};
-  } catch (const StoreConnectionError&) {
+  } catch (const store::StoreConnectionError&) {
     return std::nullopt;
-  } catch (const StoreTimeout&) {
+  } catch (const store::StoreTimeout&) {
     return std::nullopt;
   } catch (const std::invalid_argument&) {  // a malformed marker: not this job's store
     return std::nullopt;
-  } catch (const StoreAuthError&) {  // another job's store (or one without the token)
+  } catch (const store::StoreAuthError&) {  // another job's store (or one without the token)
     if (fail_on_auth) throw;
     return std::nullopt;
   }

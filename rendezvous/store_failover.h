@@ -19,7 +19,7 @@
 
 #include "common/host_port.h"
 #include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/store.h"
+#include "store/store.h"
 
 namespace ddprun::rendezvous {
 
@@ -33,7 +33,7 @@ class StoreSite {
   // (no answer: the host is down or cut off).
   virtual Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) = 0;
   // A store client of `at`, retrying until `timeout`; throws StoreConnectionError.
-  virtual std::shared_ptr<Store> Connect(const HostPort& at, std::chrono::milliseconds timeout) = 0;
+  virtual std::shared_ptr<store::Store> Connect(const HostPort& at, std::chrono::milliseconds timeout) = 0;
   // Serves an empty store on every interface at `port`, in this process, from now on; returns
   // where this process reaches it, or nullopt when the port is taken.
   virtual std::optional<HostPort> Serve(int port) = 0;
@@ -66,7 +66,7 @@ struct FailoverOptions {
 // A connected store and where it is.
 struct StoreAt {
   HostPort address;
-  std::shared_ptr<Store> store;
+  std::shared_ptr<store::Store> store;
   int epoch = 0;
   bool serving = false;  // served by this process
 };
@@ -74,7 +74,7 @@ struct StoreAt {
 class StoreFailover {
  public:
   // Fills an empty store this node now serves, so that the basis's members can rejoin it.
-  using Seed = std::function<void(Store&, const MovedStoreMarker&)>;
+  using Seed = std::function<void(store::Store&, const MovedStoreMarker&)>;
 
   StoreFailover(FailoverOptions options, StoreSite& site);
 

@@ -15,17 +15,17 @@
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "common/version.h"
-#include "launcher/cli.h"
-#include "launcher/rdzv_token.h"
-#include "rendezvous/tcp_store_client.h"
-#include "rendezvous/tcp_store_server.h"
+#include "cli/cli.h"
+#include "cli/rdzv_token.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
 #include "tools/rdzv_view.h"
 
 namespace ddprun {
 namespace {
 
-using rendezvous::Bytes;
-using rendezvous::Store;
+using store::Bytes;
+using store::Store;
 
 struct ClientFlags {
   std::string host = "127.0.0.1";
@@ -38,15 +38,15 @@ struct ClientFlags {
 };
 
 struct ServeFlags {
-  rendezvous::ServerOptions options{"::", 29500, {}, 1, nullptr};
+  store::ServerOptions options{"::", 29500, {}, 1, nullptr};
   std::string token_file;
 };
 
 // The job's token: --token-file, else $DDPRUN_RDZV_TOKEN_FILE / $DDPRUN_RDZV_TOKEN; none: the
 // store is not authenticated.
-std::shared_ptr<const rendezvous::AuthKey> Token(const std::string& token_file) {
-  if (!token_file.empty()) return launcher::TokenFromFile(token_file, "--token-file").key;
-  const auto token = launcher::ReadRendezvousToken({}, "", launcher::ProcessEnv());
+std::shared_ptr<const store::AuthKey> Token(const std::string& token_file) {
+  if (!token_file.empty()) return cli::TokenFromFile(token_file, "--token-file").key;
+  const auto token = cli::ReadRendezvousToken({}, "", cli::ProcessEnv());
   return token ? token->key : nullptr;
 }
 
@@ -79,20 +79,20 @@ std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
 }
 
-rendezvous::TcpStoreClient Connect(const ClientFlags& flags) {
-  rendezvous::ClientOptions options;
+store::TcpStoreClient Connect(const ClientFlags& flags) {
+  store::ClientOptions options;
   options.host = flags.host;
   options.port = flags.port;
   options.timeout = Millis(flags.timeout_s);
   options.connect_timeout = Millis(flags.connect_timeout_s);
   options.generation =
-      flags.legacy ? rendezvous::Generation::kLegacy : rendezvous::Generation::kValidated;
+      flags.legacy ? store::Generation::kLegacy : store::Generation::kValidated;
   options.key_prefix = flags.raw ? "" : "/";
   options.auth = Token(flags.token_file);
   if (options.auth && flags.legacy) {
     throw UsageError("--legacy with a token: PyTorch 1.13's protocol has no authentication");
   }
-  return rendezvous::TcpStoreClient(options);
+  return store::TcpStoreClient(options);
 }
 
 void PrintBytes(const Bytes& value) {
@@ -102,9 +102,9 @@ void PrintBytes(const Bytes& value) {
 
 int Serve(const ServeFlags& flags) {
   asio::io_context io(kOneThread);
-  rendezvous::ServerOptions options = flags.options;
+  store::ServerOptions options = flags.options;
   options.auth = Token(flags.token_file);
-  rendezvous::TcpStoreServer server(io, options);
+  store::TcpStoreServer server(io, options);
   std::cout << "listening on " << HostPort{server.Host(), server.Port()}.ToString()
             << (options.auth ? " (clients must authenticate)" : "") << std::endl;
   asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -158,7 +158,7 @@ struct ClientCommands {
     return MultiSet(store);
   }
 
-  int QueuePop(rendezvous::TcpStoreClient& store) {
+  int QueuePop(store::TcpStoreClient& store) {
     const auto item = store.QueuePop(args.at(0));
     if (!item) {
       std::cerr << "ddprun-store: queue '" << args.at(0) << "' is empty\n";

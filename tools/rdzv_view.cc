@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/store.h"
+#include "store/store.h"
 
 namespace ddprun::tools {
 namespace {
@@ -58,7 +58,7 @@ T Field(const Json& json, const char* name, const char* what) {
 // CHECK and GET only: GET (WAIT + GET) on a key that exists returns at once.
 class Reader {
  public:
-  Reader(rendezvous::Store& store, const std::string& run_id) : store_(store), keys_{run_id} {}
+  Reader(store::Store& store, const std::string& run_id) : store_(store), keys_{run_id} {}
 
   const RdzvKeys& Keys() const { return keys_; }
   bool Exists(const std::string& key) { return store_.Check({key}); }
@@ -85,7 +85,7 @@ class Reader {
   }
 
  private:
-  rendezvous::Store& store_;
+  store::Store& store_;
   RdzvKeys keys_;
 };
 
@@ -240,7 +240,7 @@ RdzvSealed ParseRdzvSealed(const std::string& text) {
   return sealed;
 }
 
-RdzvView ReadRdzvView(rendezvous::Store& store, const std::string& run_id,
+RdzvView ReadRdzvView(store::Store& store, const std::string& run_id,
                       const std::string& endpoint) {
   Reader reader(store, run_id);
   const RdzvKeys& keys = reader.Keys();

@@ -12,7 +12,7 @@
 #include "rendezvous/dynamic_rendezvous.h"
 
 namespace ddprun::rendezvous {
-class Store;
+class store::Store;
 }
 
 namespace ddprun::tools {
@@ -101,7 +101,7 @@ RdzvSealed ParseRdzvSealed(const std::string& text);
 
 // Reads the view (CHECK and GET only). Throws std::runtime_error when the store holds no such
 // rendezvous or a value is malformed (naming the key); store errors pass through.
-RdzvView ReadRdzvView(rendezvous::Store& store, const std::string& run_id,
+RdzvView ReadRdzvView(store::Store& store, const std::string& run_id,
                       const std::string& endpoint);
 
 // Seconds since a heartbeat at `at_ms` (epoch ms) when it is `now_ms`.

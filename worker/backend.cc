@@ -10,7 +10,7 @@
 namespace ddprun::worker {
 namespace {
 
-using rendezvous::Store;
+using store::Store;
 
 // Whether this rank can run NCCL, without throwing.
 bool NcclUsable(const WorkerEnv& env) {
@@ -105,7 +105,7 @@ std::unique_ptr<Communicator> CreateCommunicator(const WorkerEnv& env, WorkerSto
     if (nccl) NcclPlugin::Get().DeviceCount();  // fail early with the reason
     if (config.backend == BackendKind::kAuto) nccl = VoteForNccl(env, *scope, config.timeout);
     return Build(env, scope, nccl, config.timeout);
-  } catch (const rendezvous::StoreTimeout& error) {
+  } catch (const store::StoreTimeout& error) {
     ExplainTimeout(env, *scope, config.timeout, error.what());
   } catch (const CollectiveTimeout& error) {
     ExplainTimeout(env, *scope, config.timeout, error.what());

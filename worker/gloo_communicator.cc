@@ -55,7 +55,7 @@ gloo::AllreduceOptions::Func SumOf() {
 }  // namespace
 
 GlooCommunicator::GlooCommunicator(const GlooConfig& config,
-                                   std::shared_ptr<rendezvous::Store> store)
+                                   std::shared_ptr<store::Store> store)
     : config_(config) {
   auto device = CreateDevice(config);
   auto context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.size);
@@ -63,7 +63,7 @@ GlooCommunicator::GlooCommunicator(const GlooConfig& config,
   GlooStore gloo_store(std::move(store));
   try {
     context->connectFullMesh(gloo_store, device);
-  } catch (const rendezvous::StoreTimeout& error) {
+  } catch (const store::StoreTimeout& error) {
     throw CollectiveTimeout(std::string("gloo connectFullMesh: ") + error.what());
   } catch (const gloo::Exception& error) {
     Rethrow("gloo connectFullMesh", error);

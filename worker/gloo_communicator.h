@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/store.h"
+#include "store/store.h"
 #include "worker/communicator.h"
 
 namespace gloo {
@@ -28,7 +28,7 @@ class GlooCommunicator : public Communicator {
  public:
   // Creates the TCP device (and its thread): do it after any fork. Throws CollectiveTimeout
   // when the mesh is not complete within the timeout.
-  GlooCommunicator(const GlooConfig& config, std::shared_ptr<rendezvous::Store> store);
+  GlooCommunicator(const GlooConfig& config, std::shared_ptr<store::Store> store);
   ~GlooCommunicator() override;
 
   int Rank() const override { return config_.rank; }

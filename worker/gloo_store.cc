@@ -2,10 +2,10 @@
 
 namespace ddprun::worker {
 
-GlooStore::GlooStore(std::shared_ptr<rendezvous::Store> store) : store_(std::move(store)) {}
+GlooStore::GlooStore(std::shared_ptr<store::Store> store) : store_(std::move(store)) {}
 
 void GlooStore::set(const std::string& key, const std::vector<char>& data) {
-  store_->Set(key, rendezvous::Bytes(data.begin(), data.end()));
+  store_->Set(key, store::Bytes(data.begin(), data.end()));
 }
 
 std::vector<char> GlooStore::get(const std::string& key) {

@@ -6,13 +6,13 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "rendezvous/store.h"
+#include "store/store.h"
 
 namespace ddprun::worker {
 
 class GlooStore : public gloo::rendezvous::Store {
  public:
-  explicit GlooStore(std::shared_ptr<rendezvous::Store> store);
+  explicit GlooStore(std::shared_ptr<store::Store> store);
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
@@ -21,7 +21,7 @@ class GlooStore : public gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override;
 
  private:
-  std::shared_ptr<rendezvous::Store> store_;
+  std::shared_ptr<store::Store> store_;
 };
 
 }  // namespace ddprun::worker

@@ -101,12 +101,12 @@ class NcclCommunicator : public Communicator {
   void Barrier() override { Allreduce(*scratch_, 1, DataType::kInt32); }
 
  private:
-  ncclUniqueId ExchangeId(rendezvous::Store& store) {
+  ncclUniqueId ExchangeId(store::Store& store) {
     ncclUniqueId id;
     if (rank_ == 0) {
       CheckNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
       auto* bytes = reinterpret_cast<const std::uint8_t*>(&id);
-      store.Set("nccl_unique_id", rendezvous::Bytes(bytes, bytes + sizeof(id)));
+      store.Set("nccl_unique_id", store::Bytes(bytes, bytes + sizeof(id)));
       return id;
     }
     auto bytes = store.Get("nccl_unique_id");
@@ -180,7 +180,7 @@ extern "C" ddprun::worker::Communicator* DdprunNcclCreate(
     return new worker::NcclCommunicator(*args);
   } catch (const worker::CollectiveTimeout& e) {
     worker::CopyError(std::string(kDdprunNcclTimeoutTag) + e.what(), error, error_len);
-  } catch (const rendezvous::StoreTimeout& e) {
+  } catch (const store::StoreTimeout& e) {
     worker::CopyError(std::string(kDdprunNcclTimeoutTag) + e.what(), error, error_len);
   } catch (const std::exception& e) {
     worker::CopyError(e.what(), error, error_len);

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstddef>
 
-#include "rendezvous/store.h"
+#include "store/store.h"
 #include "worker/communicator.h"
 
 namespace ddprun::worker {
@@ -14,7 +14,7 @@ struct NcclPluginArgs {
   int rank = 0;
   int size = 1;
   int device = 0;                         // CUDA device ordinal (LOCAL_RANK)
-  rendezvous::Store* store = nullptr;     // a fresh scope; the ncclUniqueId is exchanged here
+  store::Store* store = nullptr;     // a fresh scope; the ncclUniqueId is exchanged here
   std::chrono::milliseconds timeout{60'000};
 };
 

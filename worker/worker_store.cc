@@ -3,16 +3,16 @@
 #include <thread>
 
 #include "common/asio.h"
-#include "rendezvous/prefix_store.h"
-#include "rendezvous/tcp_store_client.h"
-#include "rendezvous/tcp_store_server.h"
+#include "store/prefix_store.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
 
 namespace ddprun::worker {
 
 // The store server rank 0 hosts: an io_context running on its own thread.
 class WorkerStore::Server {
  public:
-  explicit Server(int port) : server_(io_, rendezvous::ServerOptions{"", port, {}, 1, nullptr}) {
+  explicit Server(int port) : server_(io_, store::ServerOptions{"", port, {}, 1, nullptr}) {
     thread_ = std::thread([this] { io_.run(); });
   }
   ~Server() {
@@ -25,22 +25,22 @@ class WorkerStore::Server {
   asio::io_context io_{kOneThread};
   asio::executor_work_guard<asio::io_context::executor_type> work_ =
       asio::make_work_guard(io_);
-  rendezvous::TcpStoreServer server_;
+  store::TcpStoreServer server_;
   std::thread thread_;
 };
 
 namespace {
 
-std::shared_ptr<rendezvous::Store> Connect(const WorkerEnv& env,
+std::shared_ptr<store::Store> Connect(const WorkerEnv& env,
                                            std::chrono::milliseconds timeout) {
-  rendezvous::ClientOptions options;
+  store::ClientOptions options;
   options.host = env.master_addr;
   options.port = env.master_port;
   options.timeout = timeout;
   options.connect_timeout = timeout;
-  auto client = std::make_shared<rendezvous::TcpStoreClient>(options);
+  auto client = std::make_shared<store::TcpStoreClient>(options);
   client->SetTimeout(timeout);
-  return std::make_shared<rendezvous::PrefixStore>(
+  return std::make_shared<store::PrefixStore>(
       WorkerStore::AttemptPrefix(env.restart_count), client);
 }
 
@@ -63,11 +63,11 @@ std::string WorkerStore::AttemptPrefix(int restart_count) {
   return "ddprun_worker/attempt_" + std::to_string(restart_count);
 }
 
-std::shared_ptr<rendezvous::Store> WorkerStore::Scoped(const std::string& name) const {
-  return std::make_shared<rendezvous::PrefixStore>(name, client_);
+std::shared_ptr<store::Store> WorkerStore::Scoped(const std::string& name) const {
+  return std::make_shared<store::PrefixStore>(name, client_);
 }
 
-std::shared_ptr<rendezvous::Store> WorkerStore::NextScope(const std::string& kind) {
+std::shared_ptr<store::Store> WorkerStore::NextScope(const std::string& kind) {
   return Scoped(kind + "_" + std::to_string(scopes_++));
 }
 
@@ -76,7 +76,7 @@ void WorkerStore::Finish() {
   finished_ = true;
   // The last rank to finish publishes "finished/all"; only the host has to wait for it.
   if (client_->Add("finished", 1) == env_.world_size) {
-    client_->Set("finished/all", rendezvous::Store::ToBytes("1"));
+    client_->Set("finished/all", store::Store::ToBytes("1"));
   }
   if (HostsServer()) client_->Wait({"finished/all"}, timeout_);
 }

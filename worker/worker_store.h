@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/store.h"
+#include "store/store.h"
 #include "worker/worker_env.h"
 
 namespace ddprun::worker {
@@ -24,10 +24,10 @@ class WorkerStore {
   WorkerStore& operator=(const WorkerStore&) = delete;
 
   // A namespace "<attempt prefix>/<name>" on the shared connection.
-  std::shared_ptr<rendezvous::Store> Scoped(const std::string& name) const;
+  std::shared_ptr<store::Store> Scoped(const std::string& name) const;
   // Scoped("<kind>_<k>") for the k-th call: ranks making the same calls in the same order
   // (one per communicator) share a fresh namespace each time.
-  std::shared_ptr<rendezvous::Store> NextScope(const std::string& kind);
+  std::shared_ptr<store::Store> NextScope(const std::string& kind);
   bool HostsServer() const { return server_ != nullptr; }
   std::chrono::milliseconds Timeout() const { return timeout_; }
   static std::string AttemptPrefix(int restart_count);
@@ -42,7 +42,7 @@ class WorkerStore {
   WorkerEnv env_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<Server> server_;
-  std::shared_ptr<rendezvous::Store> client_;  // already prefixed with AttemptPrefix
+  std::shared_ptr<store::Store> client_;  // already prefixed with AttemptPrefix
   int scopes_ = 0;
   bool finished_ = false;
 };

@@ -25,7 +25,7 @@ import time
 import ddprun_testlib as lib
 
 WORKER = os.path.abspath(__file__)
-KEEPER_NAME = b"ddprun-session-keeper"  # the keeper's argv[0] (launcher/session_keeper.h)
+KEEPER_NAME = b"ddprun-session-keeper"  # the keeper's argv[0] (launcher/process/session_keeper.h)
 PER_WORKER = 3  # worker, child, grandchild
 
 

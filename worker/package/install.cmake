@@ -6,8 +6,8 @@ include(CMakePackageConfigHelpers)
 
 set(DDPRUN_PUBLIC_HEADERS
   common/errors.h common/version.h
-  rendezvous/store.h rendezvous/store_auth.h rendezvous/store_protocol.h
-  rendezvous/tcp_store_client.h
+  store/store.h store/store_auth.h store/store_protocol.h
+  store/tcp_store_client.h
   worker/backend.h worker/communicator.h worker/data_type.h worker/program.h
   worker/worker_env.h worker/worker_store.h)
 foreach(header ${DDPRUN_PUBLIC_HEADERS})

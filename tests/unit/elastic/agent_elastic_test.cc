@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "elastic/agent.h"
-#include "rendezvous/in_memory_store.h"
+#include "store/in_memory_store.h"
 #include "tests/unit/elastic/fake_monitor.h"
 #include "tests/unit/elastic/fake_process_context.h"
 
@@ -68,7 +68,7 @@ class ScriptedElasticRendezvous : public rendezvous::RendezvousHandler {
 
   std::deque<Round> script;
   std::vector<rendezvous::RoundEnd> announced;
-  rendezvous::InMemoryStore store{std::chrono::milliseconds{2000}};
+  store::InMemoryStore store{std::chrono::milliseconds{2000}};
   int round = 0;
 };
 

@@ -11,7 +11,7 @@
 #include "elastic/agent.h"
 #include "tests/unit/elastic/fake_monitor.h"
 #include "tests/unit/elastic/fake_process_context.h"
-#include "rendezvous/in_memory_store.h"
+#include "store/in_memory_store.h"
 
 using namespace ddprun;
 using namespace ddprun::elastic;
@@ -39,7 +39,7 @@ class TwoNodeRendezvous : public rendezvous::RendezvousHandler {
   void Shutdown() override {}
   std::string RunId() const override { return "job"; }
 
-  rendezvous::InMemoryStore store{std::chrono::milliseconds{2000}};
+  store::InMemoryStore store{std::chrono::milliseconds{2000}};
   int round = 0;
 };
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/in_memory_store.h"
+#include "store/in_memory_store.h"
 
 namespace ddprun::rendezvous::testing {
 
@@ -29,7 +29,7 @@ struct Job {
   milliseconds member_timeout{0};
   milliseconds keep_alive_interval{0};
   std::function<void(const std::string&)> on_waiting;
-  std::shared_ptr<InMemoryStore> store = std::make_shared<InMemoryStore>(seconds(30));
+  std::shared_ptr<store::InMemoryStore> store = std::make_shared<store::InMemoryStore>(seconds(30));
 
   DynamicRendezvous Node(int id, int nproc = 2) const {
     DynamicRendezvousOptions options;

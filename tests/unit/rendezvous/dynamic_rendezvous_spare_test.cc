@@ -13,23 +13,23 @@
 #include <vector>
 
 #include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/in_memory_store.h"
+#include "store/in_memory_store.h"
 #include "rendezvous/rendezvous_handler.h"
 #include "tests/unit/rendezvous/dynamic_rendezvous_job.h"
 
 namespace {
 
 using ddprun::rendezvous::Arrival;
-using ddprun::rendezvous::Bytes;
+using ddprun::store::Bytes;
 using ddprun::rendezvous::DynamicRendezvous;
 using ddprun::rendezvous::DynamicRendezvousOptions;
 using ddprun::rendezvous::FormedRound;
-using ddprun::rendezvous::InMemoryStore;
+using ddprun::store::InMemoryStore;
 using ddprun::rendezvous::RendezvousTimeoutError;
 using ddprun::rendezvous::RoundChange;
 using ddprun::rendezvous::RoundMember;
 using ddprun::rendezvous::SeqValue;
-using ddprun::rendezvous::StoreConnectionError;
+using ddprun::store::StoreConnectionError;
 using ddprun::rendezvous::testing::BeatAt;
 using ddprun::rendezvous::testing::Job;
 using ddprun::rendezvous::testing::JoinAll;

@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "rendezvous/in_memory_store.h"
+#include "store/in_memory_store.h"
 #include "tests/unit/rendezvous/dynamic_rendezvous_job.h"
 
 namespace {
@@ -17,12 +17,12 @@ namespace {
 using ddprun::rendezvous::DynamicRendezvous;
 using ddprun::rendezvous::DynamicRendezvousOptions;
 using ddprun::rendezvous::FormedRound;
-using ddprun::rendezvous::InMemoryStore;
+using ddprun::store::InMemoryStore;
 using ddprun::rendezvous::RendezvousClosedError;
 using ddprun::rendezvous::RendezvousTimeoutError;
 using ddprun::rendezvous::RoundChange;
 using ddprun::rendezvous::SeqValue;
-using ddprun::rendezvous::StoreConnectionError;
+using ddprun::store::StoreConnectionError;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Kind = RoundChange::Kind;

@@ -8,48 +8,49 @@
 #include <functional>
 #include <map>
 
-#include "rendezvous/in_memory_store.h"
+#include "store/in_memory_store.h"
 
 namespace {
 
 using ddprun::HostPort;
 using namespace ddprun::rendezvous;
+namespace store = ddprun::store;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 // Forwards to `store` while up; every call fails as a lost connection while down.
-class OutageStore : public Store {
+class OutageStore : public store::Store {
  public:
-  OutageStore(std::shared_ptr<Store> store, const bool& down,
+  OutageStore(std::shared_ptr<store::Store> store, const bool& down,
               std::function<void(const std::string&)> on_set = {})
       : store_(std::move(store)), down_(down), on_set_(std::move(on_set)) {}
-  void Set(const std::string& key, const Bytes& value) override {
+  void Set(const std::string& key, const store::Bytes& value) override {
     Up().Set(key, value);
     if (on_set_) on_set_(key);
   }
-  Bytes Get(const std::string& key) override { return Up().Get(key); }
+  store::Bytes Get(const std::string& key) override { return Up().Get(key); }
   std::int64_t Add(const std::string& key, std::int64_t delta) override {
     return Up().Add(key, delta);
   }
-  Bytes CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+  store::Bytes CompareSet(const std::string& key, const store::Bytes& expected, const store::Bytes& desired) override {
     return Up().CompareSet(key, expected, desired);
   }
   bool Check(const std::vector<std::string>& keys) override { return Up().Check(keys); }
   void Wait(const std::vector<std::string>& keys, milliseconds timeout) override {
     Up().Wait(keys, timeout);
   }
-  using Store::Wait;
+  using store::Store::Wait;
   bool DeleteKey(const std::string& key) override { return Up().DeleteKey(key); }
   std::int64_t NumKeys() override { return Up().NumKeys(); }
   void Interrupt() override { store_->Interrupt(); }
 
  private:
-  Store& Up() {
-    if (down_) throw StoreConnectionError("fake etcd: no member answered");
+  store::Store& Up() {
+    if (down_) throw store::StoreConnectionError("fake etcd: no member answered");
     return *store_;
   }
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<store::Store> store_;
   const bool& down_;
   std::function<void(const std::string&)> on_set_;
 };
@@ -67,7 +68,7 @@ class ReplicatedSite : public StoreSite {
     ++probes;
     return Reach::kAnswered;
   }
-  std::shared_ptr<Store> Connect(const HostPort&, milliseconds) override {
+  std::shared_ptr<store::Store> Connect(const HostPort&, milliseconds) override {
     return std::make_shared<OutageStore>(keys_.Connect(), down, [this](const std::string& key) {
       if (on_set) on_set(key);
     });
@@ -85,10 +86,10 @@ class ReplicatedSite : public StoreSite {
   void Cancel() override { cancelled_ = true; }
   Clock::time_point Now() override { return now_; }
   milliseconds Elapsed() const { return std::chrono::duration_cast<milliseconds>(now_ - start_); }
-  InMemoryStore& Keys() { return keys_; }
+  store::InMemoryStore& Keys() { return keys_; }
 
  private:
-  InMemoryStore keys_{seconds(5)};
+  store::InMemoryStore keys_{seconds(5)};
   Clock::time_point start_ = Clock::time_point{} + std::chrono::hours(1);
   Clock::time_point now_ = start_;
   bool cancelled_ = false;

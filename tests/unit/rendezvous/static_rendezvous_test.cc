@@ -4,13 +4,14 @@
 #include <thread>
 
 #include "elastic/round_sync.h"
-#include "launcher/store_server_thread.h"
-#include "rendezvous/in_memory_store.h"
+#include "launcher/backend/store_server_thread.h"
+#include "store/in_memory_store.h"
 #include "rendezvous/static_rendezvous.h"
-#include "rendezvous/tcp_store_client.h"
+#include "store/tcp_store_client.h"
 
 using namespace ddprun;
 using namespace ddprun::rendezvous;
+namespace store = ddprun::store;
 using namespace std::chrono_literals;
 
 namespace {
@@ -28,7 +29,7 @@ StaticRendezvousOptions Options(int node_rank, int num_nodes,
   return options;
 }
 
-StoreConnector Shared(std::shared_ptr<Store> store) {
+StoreConnector Shared(std::shared_ptr<store::Store> store) {
   return [store](std::chrono::milliseconds) { return store; };
 }
 
@@ -43,7 +44,7 @@ elastic::RankAssignment JoinAndAssign(StaticRendezvous& rendezvous, int local_wo
 }  // namespace
 
 TEST_CASE("static rendezvous: two nodes join one round, group rank = node rank", "[rendezvous][static]") {
-  auto store = std::make_shared<InMemoryStore>(5000ms);
+  auto store = std::make_shared<store::InMemoryStore>(5000ms);
   StaticRendezvous node0(Options(0, 2), Shared(store));
   StaticRendezvous node1(Options(1, 2), Shared(store));
   auto joined1 = std::async(std::launch::async, [&] { return node1.NextRendezvous(); });
@@ -64,7 +65,7 @@ TEST_CASE("static rendezvous: two nodes join one round, group rank = node rank",
 }
 
 TEST_CASE("static rendezvous: heterogeneous nodes get torchrun's prefix-sum ranks", "[rendezvous][static]") {
-  auto store = std::make_shared<InMemoryStore>(5000ms);
+  auto store = std::make_shared<store::InMemoryStore>(5000ms);
   StaticRendezvous node0(Options(0, 3), Shared(store));
   StaticRendezvous node1(Options(1, 3), Shared(store));
   StaticRendezvous node2(Options(2, 3), Shared(store));
@@ -80,7 +81,7 @@ TEST_CASE("static rendezvous: heterogeneous nodes get torchrun's prefix-sum rank
 }
 
 TEST_CASE("static rendezvous: a timeout names the missing nodes and join_timeout", "[rendezvous][static]") {
-  auto store = std::make_shared<InMemoryStore>(5000ms);
+  auto store = std::make_shared<store::InMemoryStore>(5000ms);
   std::vector<JoinProgress> reports;
   auto options = Options(0, 3, 300ms);
   options.on_progress = [&](const JoinProgress& p) { reports.push_back(p); };
@@ -101,9 +102,9 @@ TEST_CASE("static rendezvous: a timeout names the missing nodes and join_timeout
 
 TEST_CASE("static rendezvous: an unreachable store times out naming node 0's address", "[rendezvous][static]") {
   int attempts = 0;
-  StaticRendezvous node1(Options(1, 2, 200ms), [&](std::chrono::milliseconds) -> std::shared_ptr<Store> {
+  StaticRendezvous node1(Options(1, 2, 200ms), [&](std::chrono::milliseconds) -> std::shared_ptr<store::Store> {
     ++attempts;
-    throw StoreConnectionError("connect: Connection refused");
+    throw store::StoreConnectionError("connect: Connection refused");
   });
   try {
     node1.NextRendezvous();
@@ -118,7 +119,7 @@ TEST_CASE("static rendezvous: an unreachable store times out naming node 0's add
 }
 
 TEST_CASE("static rendezvous: Shutdown from another thread ends a waiting join", "[rendezvous][static]") {
-  auto store = std::make_shared<InMemoryStore>(5000ms);
+  auto store = std::make_shared<store::InMemoryStore>(5000ms);
   StaticRendezvous node0(Options(0, 2, 60'000ms), Shared(store));
   auto joining = std::async(std::launch::async, [&] { return node0.NextRendezvous(); });
   // Node 0 announces itself (a second connection sees it), then blocks waiting for node 1.
@@ -131,17 +132,17 @@ TEST_CASE("static rendezvous: Shutdown from another thread ends a waiting join",
 
 TEST_CASE("static rendezvous: two nodes over node 0's real TCP store on loopback", "[rendezvous][static][tcp]") {
   const bool authenticated = GENERATE(false, true);
-  ServerOptions served;
+  store::ServerOptions served;
   served.host = "127.0.0.1";
-  if (authenticated) served.auth = std::make_shared<const AuthKey>("the-job-token-0123456789");
-  launcher::StoreServerThread server(served);
-  auto connect = [&](std::chrono::milliseconds timeout) -> std::shared_ptr<Store> {
-    ClientOptions options;
+  if (authenticated) served.auth = std::make_shared<const store::AuthKey>("the-job-token-0123456789");
+  launcher::backend::StoreServerThread server(served);
+  auto connect = [&](std::chrono::milliseconds timeout) -> std::shared_ptr<store::Store> {
+    store::ClientOptions options;
     options.port = server.Port();
     options.connect_timeout = timeout;
     options.timeout = 5000ms;
     options.auth = served.auth;
-    return std::make_shared<TcpStoreClient>(options);
+    return std::make_shared<store::TcpStoreClient>(options);
   };
   StaticRendezvousOptions options0 = Options(0, 2);
   StaticRendezvousOptions options1 = Options(1, 2);

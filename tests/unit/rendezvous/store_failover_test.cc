@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "rendezvous/in_memory_store.h"
+#include "store/in_memory_store.h"
 
 namespace {
 
@@ -22,7 +22,7 @@ using ddprun::HostPort;
 using ddprun::rendezvous::FailoverBasis;
 using ddprun::rendezvous::FailoverOptions;
 using ddprun::rendezvous::FormedRound;
-using ddprun::rendezvous::InMemoryStore;
+using ddprun::store::InMemoryStore;
 using ddprun::rendezvous::MovedStoreMarker;
 using ddprun::rendezvous::Reach;
 using ddprun::rendezvous::ReadMovedStoreMarker;
@@ -30,10 +30,10 @@ using ddprun::rendezvous::RendezvousClosedError;
 using ddprun::rendezvous::RendezvousConnectionError;
 using ddprun::rendezvous::RendezvousKeys;
 using ddprun::rendezvous::RoundMember;
-using ddprun::rendezvous::Store;
+using ddprun::store::Store;
 using ddprun::rendezvous::StoreAt;
-using ddprun::rendezvous::StoreAuthError;
-using ddprun::rendezvous::StoreConnectionError;
+using ddprun::store::StoreAuthError;
+using ddprun::store::StoreConnectionError;
 using ddprun::rendezvous::StoreFailover;
 using ddprun::rendezvous::StoreSite;
 using ddprun::rendezvous::SuccessorOrder;

@@ -7,8 +7,8 @@
 #include <future>
 #include <thread>
 
-#include "rendezvous/in_memory_store.h"
-#include "rendezvous/prefix_store.h"
+#include "store/in_memory_store.h"
+#include "store/prefix_store.h"
 #include "worker/check_values.h"
 #include "worker/gloo_communicator.h"
 
@@ -18,7 +18,7 @@ namespace {
 using std::chrono::milliseconds;
 
 std::unique_ptr<GlooCommunicator> Connect(int rank, int size,
-                                          std::shared_ptr<rendezvous::Store> store,
+                                          std::shared_ptr<store::Store> store,
                                           milliseconds timeout) {
   GlooConfig config;
   config.rank = rank;
@@ -40,7 +40,7 @@ std::size_t AllreducePattern(Communicator& comm, std::size_t count) {
   return mismatch ? mismatch->wrong : 0;
 }
 
-std::size_t RunRank(int rank, int size, std::shared_ptr<rendezvous::Store> store) {
+std::size_t RunRank(int rank, int size, std::shared_ptr<store::Store> store) {
   auto comm = Connect(rank, size, store, milliseconds(20'000));
   std::size_t wrong = 0;
   for (std::size_t count : {1u, 1000u, 300'000u}) {
@@ -54,7 +54,7 @@ std::size_t RunRank(int rank, int size, std::shared_ptr<rendezvous::Store> store
 }
 
 TEST_CASE("gloo allreduce sums every type exactly across 3 ranks", "[worker][gloo]") {
-  auto store = std::make_shared<rendezvous::InMemoryStore>(milliseconds(20'000));
+  auto store = std::make_shared<store::InMemoryStore>(milliseconds(20'000));
   std::vector<std::future<std::size_t>> ranks;
   for (int rank = 0; rank < 3; ++rank) {
     ranks.push_back(std::async(std::launch::async, RunRank, rank, 3, store));
@@ -63,12 +63,12 @@ TEST_CASE("gloo allreduce sums every type exactly across 3 ranks", "[worker][glo
 }
 
 TEST_CASE("a single rank needs no peers", "[worker][gloo]") {
-  auto store = std::make_shared<rendezvous::InMemoryStore>(milliseconds(5'000));
+  auto store = std::make_shared<store::InMemoryStore>(milliseconds(5'000));
   CHECK(RunRank(0, 1, store) == 0);
 }
 
 TEST_CASE("a missing rank makes the rendezvous time out", "[worker][gloo]") {
-  auto store = std::make_shared<rendezvous::InMemoryStore>(milliseconds(300));
+  auto store = std::make_shared<store::InMemoryStore>(milliseconds(300));
   auto start = std::chrono::steady_clock::now();
   CHECK_THROWS_AS(Connect(0, 2, store, milliseconds(300)), CollectiveTimeout);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "common/asio.h"
-#include "rendezvous/tcp_store_client.h"
-#include "rendezvous/tcp_store_server.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
 #include "worker/worker_store.h"
 
 namespace ddprun::worker {
@@ -38,7 +38,7 @@ int FreePort() {
 
 TEST_CASE("with an agent store every rank is a client under the attempt prefix", "[worker]") {
   asio::io_context io;
-  rendezvous::TcpStoreServer server(io, {"127.0.0.1", 0, {}, 1, nullptr});
+  store::TcpStoreServer server(io, {"127.0.0.1", 0, {}, 1, nullptr});
   std::thread io_thread([&] { io.run(); });
   {
     WorkerStore rank0(Env(0, 2, server.Port(), true), milliseconds(10'000));
@@ -46,9 +46,9 @@ TEST_CASE("with an agent store every rank is a client under the attempt prefix",
     CHECK_FALSE(rank0.HostsServer());
     rank0.Scoped("comm_0")->SetString("hello", "world");
     CHECK(rank1.Scoped("comm_0")->GetString("hello") == "world");
-    rendezvous::ClientOptions options;
+    store::ClientOptions options;
     options.port = server.Port();
-    rendezvous::TcpStoreClient raw(options);
+    store::TcpStoreClient raw(options);
     CHECK(raw.GetString("ddprun_worker/attempt_2/comm_0/hello") == "world");
     rank1.Finish();
     rank0.Finish();

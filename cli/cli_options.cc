@@ -1,0 +1,138 @@
+// The option table: one row per launcher option, in --help order.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <sstream>
+
+#include "cli/cli_internal.h"
+
+namespace ddprun::cli {
+namespace {
+
+constexpr const char* kSize = "Worker/node size";
+constexpr const char* kRdzv = "Rendezvous";
+constexpr const char* kStatic = "Static rendezvous (torch.distributed.launch compatible)";
+constexpr const char* kLaunch = "User-code launch";
+constexpr const char* kLogging = "Logging";
+constexpr const char* kCompat = "Compatibility (accepted, no effect)";
+constexpr const char* kLegacy = "torch.distributed.launch compatibility";
+constexpr const char* kDdprun = "ddprun";
+
+constexpr std::array<OptionSpec, 40> kOptions{{
+    {"nnodes", 0, "N|MIN:MAX", true, kSize, "number of nodes, or the range of nodes (default 1:1)"},
+    {"nproc_per_node", 0, "N|auto|cpu|gpu", true, kSize,
+     "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)",
+     "auto cpu gpu"},
+    {"rdzv_backend", 0, "NAME", true, kRdzv,
+     "static, c10d or etcd (default static; etcd-v2 is etcd: the v3 API)",
+     "static c10d etcd etcd-v2"},
+    {"rdzv_endpoint", 0, "HOST[:PORT]", true, kRdzv,
+     "rendezvous endpoint, IPv6 as [addr]:port (static default: master_addr:master_port); "
+     "a list for c10d (failover) and etcd (every member)"},
+    {"rdzv_id", 0, "ID", true, kRdzv, "user-defined job id (default none)"},
+    {"rdzv_conf", 0, "K=V,...", true, kRdzv, "extra rendezvous settings, e.g. join_timeout=600"},
+    {"standalone", 0, nullptr, true, kRdzv,
+     "single-node job: c10d rendezvous on localhost with a free port and a random id"},
+    {"node_rank", 0, "N", true, kStatic, "rank of this node for the static backend (default 0)"},
+    {"master_addr", 0, "HOST", true, kStatic, "address of the rank 0 node (default 127.0.0.1)"},
+    {"master_port", 0, "PORT", true, kStatic,
+     "port on the rank 0 node (default 29500; single node without it: a free port)"},
+    {"local_addr", 0, "HOST", true, kStatic, "address this node advertises (default: its FQDN)"},
+    {"max_restarts", 0, "N", true, kLaunch,
+     "restarts of the worker group before failing (default 0)"},
+    {"monitor_interval", 0, "SECONDS", true, kLaunch, "worker monitoring interval (default 0.1)"},
+    {"role", 0, "NAME", true, kLaunch, "user-defined role of the workers (default default)"},
+    {"module", 'm', nullptr, true, kLaunch, "run the script as a Python module (python -m)"},
+    {"no_python", 0, nullptr, true, kLaunch,
+     "execute the training script directly, not with Python"},
+    {"run_path", 0, nullptr, true, kLaunch, "run the script with runpy.run_path in the workers"},
+    {"python", 0, "PATH", false, kLaunch,
+     "Python interpreter (default $DDPRUN_PYTHON, $PYTHON_EXEC, else python3)"},
+    {"virtual_local_rank", 0, nullptr, true, kLaunch,
+     "LOCAL_RANK=0 in every worker, CUDA_VISIBLE_DEVICES narrowed to its GPU"},
+    {"signals_to_handle", 0, "SIG,...", true, kLaunch,
+     "signals forwarded to the workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"},
+    {"shutdown_timeout", 0, "SECONDS", true, kLaunch,
+     "grace period before SIGKILL (default $TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)"},
+    {"log_dir", 0, "DIR", true, kLogging,
+     "directory of the worker logs (default: a temporary one)"},
+    {"redirects", 'r', "0-3|RANK:V,...", true, kLogging,
+     "redirect worker streams to log files: 1 stdout, 2 stderr, 3 both, or per rank 0:1,1:2",
+     "0 1 2 3"},
+    {"tee", 't', "0-3|RANK:V,...", true, kLogging,
+     "redirect to log files and copy to the console, same values as --redirects", "0 1 2 3"},
+    {"local_ranks_filter", 0, "RANK,...", true, kLogging,
+     "show only these local ranks' output on the console, e.g. 0,1"},
+    {"duplicate_stdout_filters", 0, "TEXT,...", true, kLogging,
+     "copy tee'd stdout lines containing any of these to filtered_stdout.log (,, is a comma)"},
+    {"duplicate_stderr_filters", 0, "TEXT,...", true, kLogging,
+     "copy tee'd stderr lines containing any of these to filtered_stderr.log (,, is a comma)"},
+    {"log_line_prefix_template", 0, "TEMPLATE", true, kLogging,
+     "prefix of tee'd lines, e.g. '${rank}: ' (default $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)"},
+    {"start_method", 0, "METHOD", true, kCompat, "spawn, fork or forkserver (default spawn)",
+     "spawn fork forkserver"},
+    {"event_log_handler", 0, "NAME", true, kCompat, "null, console or dynamic_rendezvous",
+     "null console dynamic_rendezvous"},
+    {"logs_specs", 0, "NAME", false, kCompat, "torchrun LogsSpecs entry point name"},
+    {"numa_binding", 0, "MODE", false, kCompat, "node, socket, exclusive or core-complex",
+     "node socket exclusive core-complex"},
+    {"use_env", 0, nullptr, false, kLegacy,
+     "workers read their local rank from LOCAL_RANK (always set): no --local_rank argument "
+     "(ddprun's default; turns ddprun-launch's off)"},
+    {"pass_local_rank", 0, "local_rank|local-rank", false, kLegacy,
+     "also pass each worker --local_rank=N (torch 1.x) or --local-rank=N (torch 2) right after "
+     "the script, as torch.distributed.launch (default: no; local_rank as ddprun-launch)",
+     "local_rank local-rank"},
+    {"env_preset", 0, "NAME", true, kDdprun,
+     "take nnodes, node_rank, master address (...) from a platform's variables: aiplatform, "
+     "azureml, skypilot or slurm; flags and PET_* still win (docs/env_presets.md)",
+     "aiplatform azureml skypilot slurm"},
+    {"event_log", 0, "FILE", false, kDdprun,
+     "append one JSON line per agent event (round formed, workers started, node lost, restart, "
+     "...) to FILE (default $DDPRUN_EVENT_LOG)"},
+    {"dry_run", 0, nullptr, false, kDdprun, "print the resolved configuration and exit"},
+    {"print_completion", 0, "SHELL", false, kDdprun,
+     "print the shell completion script for ddprun and exit (bash, zsh or fish)",
+     "bash zsh fish"},
+    {"version", 0, nullptr, false, kDdprun, "print the version and the git revision and exit"},
+    {"help", 'h', nullptr, false, kDdprun, "print this help and exit"},
+}};
+
+}  // namespace
+
+std::span<const OptionSpec> Options() { return kOptions; }
+
+const OptionSpec* FindOption(const std::string& dest) {
+  const auto it = std::find_if(kOptions.begin(), kOptions.end(),
+                               [&](const OptionSpec& spec) { return dest == spec.dest; });
+  return it == kOptions.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> Choices(const OptionSpec& spec) {
+  std::vector<std::string> choices;
+  std::istringstream words(spec.choices == nullptr ? "" : spec.choices);
+  for (std::string word; words >> word;) choices.push_back(word);
+  return choices;
+}
+
+std::vector<std::string> Choices(const std::string& dest) {
+  const OptionSpec* spec = FindOption(dest);
+  return spec == nullptr ? std::vector<std::string>{} : Choices(*spec);
+}
+
+std::string PetName(const OptionSpec& spec) {
+  std::string name = std::string("PET_") + spec.dest;
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  return name;
+}
+
+std::vector<std::string> LongNames(const OptionSpec& spec) {
+  std::string dashed = spec.dest;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  std::vector<std::string> names{std::string("--") + spec.dest};
+  if (dashed != spec.dest) names.push_back("--" + dashed);
+  return names;
+}
+
+}  // namespace ddprun::cli

@@ -1,0 +1,80 @@
+#include "cli/nproc.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <optional>
+#include <thread>
+
+#include "common/errors.h"
+
+namespace ddprun::cli {
+namespace {
+
+// The three driver entry points used, with CUresult as int (0 is CUDA_SUCCESS).
+using CuInitFn = int (*)(unsigned int);
+using CuDeviceGetCountFn = int (*)(int*);
+using CuGetErrorStringFn = int (*)(int, const char**);
+
+std::string CudaErrorText(void* library, int code) {
+  const char* text = nullptr;
+  auto error_string = reinterpret_cast<CuGetErrorStringFn>(dlsym(library, "cuGetErrorString"));
+  if (error_string == nullptr || error_string(code, &text) != 0 || text == nullptr) {
+    return "CUDA error " + std::to_string(code);
+  }
+  return std::string(text) + " (CUDA error " + std::to_string(code) + ")";
+}
+
+std::optional<int> ParsePositive(const std::string& text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data() + (text.starts_with('+') ? 1 : 0), end, value);
+  if (ec != std::errc() || ptr != end || value <= 0) return std::nullopt;
+  return value;
+}
+
+int RequireGpus(const std::string& text, const std::string& name, const GpuCounter& gpus) {
+  const GpuCount found = gpus();
+  if (found.count > 0) return found.count;
+  const std::string reason = found.reason.empty() ? "0 devices" : found.reason;
+  throw UsageError(name + "=" + text + ": no CUDA GPU found (" + reason +
+                   "); use an integer or cpu");
+}
+
+}  // namespace
+
+GpuCount CudaDeviceCount() {
+  // Deliberately never dlclose'd: unloading the CUDA driver is not supported.
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return {0, std::string("cannot load libcuda.so.1: ") + dlerror()};
+  auto init = reinterpret_cast<CuInitFn>(dlsym(library, "cuInit"));
+  auto get_count = reinterpret_cast<CuDeviceGetCountFn>(dlsym(library, "cuDeviceGetCount"));
+  if (init == nullptr || get_count == nullptr) return {0, "libcuda.so.1 lacks cuInit"};
+  if (const int code = init(0); code != 0) return {0, "cuInit: " + CudaErrorText(library, code)};
+  int count = 0;
+  if (const int code = get_count(&count); code != 0) {
+    return {0, "cuDeviceGetCount: " + CudaErrorText(library, code)};
+  }
+  return {count, count > 0 ? "" : "the driver reports 0 devices"};
+}
+
+int OnlineCpuCount() {
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online > 0) return static_cast<int>(online);
+  const unsigned hardware = std::thread::hardware_concurrency();
+  return hardware > 0 ? static_cast<int>(hardware) : 1;
+}
+
+int ResolveNprocPerNode(const std::string& text, const std::string& name, const GpuCounter& gpus) {
+  if (const auto value = ParsePositive(text)) return *value;
+  if (text == "cpu") return OnlineCpuCount();
+  if (text == "gpu") return RequireGpus(text, name, gpus);
+  if (text == "auto") {
+    const int count = gpus().count;
+    return count > 0 ? count : OnlineCpuCount();
+  }
+  throw UsageError(name + "=" + text + ": must be a positive integer, auto, cpu or gpu");
+}
+
+}  // namespace ddprun::cli

@@ -1,0 +1,176 @@
+#include "launcher/backend/elastic_monitor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/logging.h"
+#include "elastic/node_failure.h"
+#include "rendezvous/member_liveness.h"
+
+namespace ddprun::launcher::backend {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rendezvous::RoundChange;
+using Kind = RoundChange::Kind;
+
+}  // namespace
+
+// One round's watch: its thread and its own connection (interrupted to stop it). After the
+// round's change is delivered it goes on beating and watching the neighbour until stopped.
+class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
+ public:
+  Watcher(const ElasticMonitorOptions& options, const rendezvous::RendezvousInfo& round, Post post)
+      : options_(options),
+        round_(round.round),
+        me_(round.group_rank),
+        neighbour_(rendezvous::RingNeighbour(round.group_rank, round.group_world_size)),
+        post_(std::move(post)),
+        thread_([this] { Loop(); }) {}
+
+  ~Watcher() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+      if (store_) store_->Interrupt();
+      if (liveness_) liveness_->Interrupt();
+    }
+    stopped_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    try {
+      const auto timeout = options_.interval * options_.max_attempts;
+      auto store = options_.connect(timeout);
+      {
+        std::lock_guard lock(mutex_);
+        store_ = store;
+        if (stop_) return;
+      }
+      const rendezvous::LivenessScope scope{
+          store, {options_.rendezvous.run_id}, round_, me_, neighbour_, timeout};
+      auto liveness = options_.liveness
+                          ? options_.liveness(scope, Clock::now())
+                          : std::make_unique<rendezvous::HeartbeatCounterLiveness>(scope, Clock::now());
+      {
+        std::lock_guard lock(mutex_);
+        liveness_ = std::move(liveness);
+        if (stop_) return;
+      }
+      rendezvous::DynamicRendezvous rendezvous(options_.rendezvous, store);
+      Watch(*store, rendezvous);
+    } catch (const std::exception& error) {
+      if (stop_) return;
+      const std::string why = std::string("lost the rendezvous store (") + error.what() + ")";
+      post_([why](const Events& events) { events.on_node_lost(-1, why); });
+    }
+  }
+
+  // Beats every interval; looks at the neighbour every quarter interval, so that its silence is
+  // seen at most a quarter interval late (loss declared within interval x attempts + 1/4).
+  void Watch(store::Store& store, rendezvous::DynamicRendezvous& rendezvous) {
+    const std::string change_key = rendezvous.RoundKey(round_, "change");
+    const auto tick = std::max(options_.interval / 4, std::chrono::milliseconds{1});
+    bool delivered = false;
+    bool declared = false;
+    liveness_->Beat();
+    auto next_beat = Clock::now() + options_.interval;
+    while (!stop_) {
+      if (!delivered) {
+        try {
+          store.Wait({change_key}, tick);
+          Deliver(RoundChange::Decode(store.GetString(change_key)));
+          delivered = true;  // keep beating and watching while the agent rejoins
+          continue;
+        } catch (const store::StoreTimeout&) {
+        }
+      } else if (!PauseUnlessStopped(tick)) {
+        return;
+      }
+      if (Clock::now() >= next_beat) {
+        liveness_->Beat();
+        next_beat = Clock::now() + options_.interval;
+      }
+      if (neighbour_ < 0 || declared) continue;
+      const auto now = Clock::now();
+      if (liveness_->NeighbourGone(now)) {
+        DeclareLost(store, rendezvous, liveness_->WhyGone(now));
+        declared = true;
+      }
+    }
+  }
+
+  // A timer cut short by Unwatch; false when stopped.
+  bool PauseUnlessStopped(std::chrono::milliseconds duration) {
+    std::unique_lock lock(mutex_);
+    return !stopped_.wait_for(lock, duration, [this] { return stop_.load(); });
+  }
+
+  // The change wakes this watch too (and every other member's) on its next Wait.
+  void DeclareLost(store::Store& store, rendezvous::DynamicRendezvous& rendezvous,
+                   const std::string& why) {
+    std::string host = "<unknown>";
+    const std::string node_key =
+        rendezvous.RoundKey(round_, "node/" + std::to_string(neighbour_ + 1));
+    if (store.Check({node_key})) {
+      host = nlohmann::json::parse(store.GetString(node_key)).value("host", host);
+    }
+    rendezvous.DeclareGone(round_, neighbour_, {Kind::kNodeLost, neighbour_, host, why});
+  }
+
+  void Deliver(const RoundChange& change) {
+    switch (change.kind) {
+      case Kind::kFailure: {
+        if (change.group_rank == me_) return;  // this agent's own announcement
+        const elastic::NodeFailure record = elastic::DecodeNodeFailure(change.detail);
+        post_([record](const Events& events) { events.on_remote_failure(record); });
+        return;
+      }
+      case Kind::kNodeLost: {
+        const int node = change.group_rank;
+        const std::string why = "host " + change.host + ", " + change.detail;
+        post_([node, why](const Events& events) { events.on_node_lost(node, why); });
+        return;
+      }
+      case Kind::kNodeWaiting:
+      case Kind::kNodeLeaving:
+      case Kind::kClosed: {
+        if (change.group_rank == me_ && change.kind == Kind::kNodeLeaving) return;
+        std::string why = change.kind == Kind::kNodeLeaving
+                              ? "node " + std::to_string(change.group_rank) + " (" + change.host +
+                                    ") left: " + change.detail
+                              : change.detail;
+        post_([why](const Events& events) { events.on_membership_change(why); });
+        return;
+      }
+    }
+  }
+
+  ElasticMonitorOptions options_;
+  int round_;
+  int me_;
+  int neighbour_;
+  Post post_;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::condition_variable stopped_;
+  std::shared_ptr<store::Store> store_;
+  std::unique_ptr<rendezvous::MemberLiveness> liveness_;
+  std::thread thread_;
+};
+
+ElasticMonitor::ElasticMonitor(asio::io_context& io, ElasticMonitorOptions options)
+    : ThreadedMonitor(io), options_(std::move(options)) {}
+
+std::unique_ptr<ThreadedMonitor::RoundWatch> ElasticMonitor::StartWatch(
+    const rendezvous::RendezvousInfo& round, Post post) {
+  return std::make_unique<Watcher>(options_, round, std::move(post));
+}
+
+}  // namespace ddprun::launcher::backend

@@ -1,0 +1,36 @@
+// The StoreSite of the etcd backend: the rendezvous store is the etcd cluster, which replicates
+// itself, so it is never served here and never moves (ElasticHandlerOptions::replicated_store).
+// Connect(at) is an EtcdStore of every member, `at` tried first (a member lost later is failed
+// over by the client); Probe is a TCP probe of one member. Each Connect has its own HTTP
+// connection, as each TcpStoreClient has its own socket.
+#pragma once
+#include <chrono>
+#include <memory>
+
+#include "common/cancellable_pause.h"
+#include "store/etcd/etcd_store.h"
+#include "rendezvous/store_failover.h"
+
+namespace ddprun::launcher::backend {
+
+class EtcdStoreSite : public rendezvous::StoreSite {
+ public:
+  explicit EtcdStoreSite(store::etcd::EtcdStoreOptions options) : options_(std::move(options)) {}
+
+  rendezvous::Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) override;
+  std::shared_ptr<store::Store> Connect(const HostPort& at,
+                                             std::chrono::milliseconds timeout) override;
+  std::optional<HostPort> Serve(int) override { return std::nullopt; }
+  bool Pause(std::chrono::milliseconds duration) override { return pause_.Pause(duration); }
+  void Cancel() override { pause_.Cancel(); }
+  std::chrono::steady_clock::time_point Now() override { return std::chrono::steady_clock::now(); }
+
+  // The options of an EtcdStore with `first` tried first.
+  store::etcd::EtcdStoreOptions StoreOptions(const HostPort& first) const;
+
+ private:
+  store::etcd::EtcdStoreOptions options_;
+  CancellablePause pause_;
+};
+
+}  // namespace ddprun::launcher::backend

@@ -1,0 +1,43 @@
+#include "launcher/backend/hosted_store.h"
+
+#include "common/errors.h"
+#include "common/logging.h"
+#include "launcher/backend/master_endpoint.h"
+
+namespace ddprun::launcher::backend {
+
+HostedStoreRendezvous::HostedStoreRendezvous(asio::io_context& io,
+                                             const elastic::LaunchConfig& config)
+    : run_id_(config.rdzv_id) {
+  const StoreEndpoint endpoint = SingleNodeStoreEndpoint(config);
+  const store::ServerOptions& options = endpoint.server;
+  try {
+    server_ = std::make_unique<store::TcpStoreServer>(io, options);
+  } catch (const SystemError& error) {
+    throw UsageError(std::string(error.what()) + "; " + FreePortHint(config));
+  }
+  info_.master_addr = endpoint.master_addr;
+  info_.master_port = server_->Port();
+  info_.use_agent_store = true;
+  spdlog::info("agent store listening on {}:{}", options.host.empty() ? "*" : options.host,
+               info_.master_port);
+}
+
+rendezvous::RendezvousInfo HostedStoreRendezvous::NextRendezvous() {
+  if (closed_) throw rendezvous::RendezvousClosedError("the rendezvous '" + run_id_ + "' is closed");
+  if (round_ > 0) {
+    server_->WithKeys([](store::KeySpace& keys) {
+      for (const auto& key : keys.ListKeys()) keys.DeleteKey(key);
+    });
+  }
+  rendezvous::RendezvousInfo info = info_;
+  info.round = round_++;
+  return info;
+}
+
+void HostedStoreRendezvous::Shutdown() {
+  closed_ = true;
+  server_->Stop();
+}
+
+}  // namespace ddprun::launcher::backend

@@ -1,0 +1,49 @@
+#include "launcher/backend/launch_backend.h"
+
+#include "common/logging.h"
+#include "launcher/backend/elastic_backend.h"
+#include "launcher/backend/hosted_store.h"
+#include "launcher/backend/static_backend.h"
+#include "store/tcp_store_client.h"
+
+namespace ddprun::launcher::backend {
+
+rendezvous::StoreConnector TcpStoreConnector(std::string host, int port,
+                                             std::chrono::milliseconds reply_timeout,
+                                             std::shared_ptr<const store::AuthKey> auth) {
+  return [host = std::move(host), port, reply_timeout,
+          auth = std::move(auth)](std::chrono::milliseconds timeout)
+             -> std::shared_ptr<store::Store> {
+    store::ClientOptions options;
+    options.host = host;
+    options.port = port;
+    options.timeout = reply_timeout;
+    options.connect_timeout = timeout;
+    options.auth = auth;
+    return std::make_shared<store::TcpStoreClient>(options);
+  };
+}
+
+store::ServerOptions ServedStoreOptions(const elastic::LaunchConfig& config, int port) {
+  store::ServerOptions options;
+  options.host = config.rdzv_settings.store_bind.value_or("");
+  options.port = port;
+  options.auth = config.rdzv_settings.auth;
+  return options;
+}
+
+std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io,
+                                           const elastic::LaunchConfig& config,
+                                           const elastic::WorkerSpec& spec) {
+  if (config.Elastic()) return MakeElasticBackend(io, config, spec);
+  if (IsMultiNode(config)) return MakeStaticBackend(io, config, spec);
+  if (config.rdzv_settings.auth) {
+    spdlog::info("one node: no rendezvous between agents to authenticate; the token is not used");
+  }
+  auto backend = std::make_unique<LaunchBackend>();
+  backend->rendezvous = std::make_unique<HostedStoreRendezvous>(io, config);
+  backend->agent_options.shutdown_timeout = config.shutdown_timeout;
+  return backend;
+}
+
+}  // namespace ddprun::launcher::backend

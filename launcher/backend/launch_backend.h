@@ -1,0 +1,46 @@
+// One launch path: every backend (one node with --standalone or not, static across nodes, c10d
+// elastic; later etcd) is a RendezvousHandler plus what it needs around it, built by
+// MakeBackend and driven the same way by run.cc (agent, event loop, report, exit code).
+#pragma once
+#include <memory>
+
+#include "common/asio.h"
+#include "elastic/agent.h"
+#include "elastic/launch_config.h"
+#include "elastic/peer_monitor.h"
+#include "launcher/backend/store_server_thread.h"
+#include "rendezvous/elastic_rendezvous_handler.h"
+#include "rendezvous/rendezvous_handler.h"
+#include "rendezvous/static_rendezvous.h"
+#include "rendezvous/store_failover.h"
+
+namespace ddprun::launcher::backend {
+
+// Members are destroyed bottom-up: the monitor first, the rendezvous store this node serves
+// last (it lingers until its clients are gone).
+struct LaunchBackend {
+  std::unique_ptr<rendezvous::StoreSite> store_site;          // elastic: serves a store it holds
+  std::unique_ptr<StoreServerThread> rendezvous_store;        // served here, or null
+  std::unique_ptr<rendezvous::WorkerStoreHost> worker_store;  // elastic rounds' worker store
+  std::unique_ptr<rendezvous::RendezvousHandler> rendezvous;
+  std::unique_ptr<elastic::PeerMonitor> monitor;  // null: no other node to watch
+  bool blocking = false;  // joins wait for other nodes: they run on a ThreadRunner
+  elastic::AgentOptions agent_options;
+};
+
+// Opens a TcpStoreClient of host:port (each call a new connection), giving up connecting after
+// the call's timeout; every reply is awaited at most `reply_timeout`. With `auth`, each
+// connection authenticates first.
+rendezvous::StoreConnector TcpStoreConnector(std::string host, int port,
+                                             std::chrono::milliseconds reply_timeout,
+                                             std::shared_ptr<const store::AuthKey> auth);
+
+// The options of a store this node serves for other nodes: config's store_bind (else every
+// interface) and token.
+store::ServerOptions ServedStoreOptions(const elastic::LaunchConfig& config, int port);
+
+// Throws UsageError for what the launch cannot set up (a store port in use, ...).
+std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io, const elastic::LaunchConfig& config,
+                                           const elastic::WorkerSpec& spec);
+
+}  // namespace ddprun::launcher::backend

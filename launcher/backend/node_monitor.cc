@@ -1,0 +1,145 @@
+#include "launcher/backend/node_monitor.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "common/host_port.h"
+#include "common/logging.h"
+#include "elastic/round_sync.h"
+#include "rendezvous/heartbeat_watch.h"
+#include "store/prefix_store.h"
+#include "rendezvous/static_rendezvous.h"
+#include "store/tcp_store_client.h"
+
+namespace ddprun::launcher::backend {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using store::Store;
+
+
+}  // namespace
+
+// One round's watch: the thread, its stop flag and the connection that wakes it.
+class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
+ public:
+  Watcher(const NodeMonitorOptions& options, const rendezvous::RendezvousInfo& round, Post post)
+      : options_(options),
+        prefix_(rendezvous::StaticRendezvous::RoundPrefix(options.run_id, round.round)),
+        me_(round.group_rank),
+        world_(round.group_world_size),
+        post_(std::move(post)),
+        thread_([this] { Loop(); }) {}
+
+  ~Watcher() override {
+    stop_ = true;
+    Wake();
+    thread_.join();
+  }
+
+ private:
+  std::shared_ptr<Store> Connect() const {
+    store::ClientOptions client;
+    client.host = options_.store_host;
+    client.port = options_.store_port;
+    client.timeout = options_.interval * 2;
+    client.connect_timeout = options_.interval;
+    client.auth = options_.auth;
+    return std::make_shared<store::PrefixStore>(
+        prefix_, std::make_shared<store::TcpStoreClient>(client));
+  }
+
+  void Wake() {
+    std::lock_guard lock(mutex_);
+    if (!waker_) return;
+    try {
+      waker_->SetString(elastic::InboxKey(me_), "stop");
+    } catch (const std::exception&) {  // the store is gone: the watch ends by itself
+    }
+  }
+
+  void Loop() {
+    try {
+      auto store = Connect();
+      {
+        std::lock_guard lock(mutex_);
+        waker_ = Connect();
+      }
+      Watch(*store);
+    } catch (const store::StoreConnectionError& error) {
+      if (!stop_) LostStore(error.what());
+    } catch (const std::exception& error) {
+      spdlog::warn("node monitor stopped: {}", error.what());
+    }
+  }
+
+  void Watch(Store& store) {
+    const auto patience = options_.interval * options_.max_attempts;
+    store.Add(elastic::HeartbeatKey(me_), 1);
+    for (int node = 0; node < world_; ++node) {
+      beats_.emplace(node, rendezvous::HeartbeatWatch(patience, Clock::now()));
+    }
+    while (!stop_) {
+      try {
+        store.Wait({elastic::InboxKey(me_)}, options_.interval);
+        if (stop_) return;
+        const auto record = elastic::DecodeNodeFailure(store.GetString(elastic::InboxKey(me_)));
+        post_([record](const Events& events) { events.on_remote_failure(record); });
+        return;
+      } catch (const store::StoreTimeout&) {
+      }
+      if (stop_) return;
+      if (const auto lost = BeatAndCheck(store)) {
+        const std::string why = "no heartbeat for " +
+                                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                   patience).count() / 1000.0).substr(0, 4) +
+                                " s (keep_alive_interval x keep_alive_max_attempt)";
+        const int node = *lost;
+        post_([node, why](const Events& events) { events.on_node_lost(node, why); });
+        return;
+      }
+    }
+  }
+
+  // Every node watches every other one (static jobs are small; elastic rounds use a ring).
+  std::optional<int> BeatAndCheck(Store& store) {
+    store.Add(elastic::HeartbeatKey(me_), 1);
+    const auto now = Clock::now();
+    for (int node = 0; node < world_; ++node) {
+      if (node == me_) continue;
+      if (beats_.at(node).Observe(store.Add(elastic::HeartbeatKey(node), 0), now)) return node;
+    }
+    return std::nullopt;
+  }
+
+  void LostStore(const std::string& error) {
+    const std::string why = "lost the connection to its store at " +
+                            HostPort{options_.store_host, options_.store_port}.ToString() +
+                            " (" + error + ")";
+    post_([why](const Events& events) { events.on_node_lost(0, why); });
+  }
+
+  NodeMonitorOptions options_;
+  std::string prefix_;
+  int me_;
+  int world_;
+  Post post_;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::shared_ptr<Store> waker_;
+  std::map<int, rendezvous::HeartbeatWatch> beats_;
+  std::thread thread_;
+};
+
+NodeMonitor::NodeMonitor(asio::io_context& io, NodeMonitorOptions options)
+    : ThreadedMonitor(io), options_(std::move(options)) {}
+
+std::unique_ptr<ThreadedMonitor::RoundWatch> NodeMonitor::StartWatch(const rendezvous::RendezvousInfo& round,
+                                                          Post post) {
+  return std::make_unique<Watcher>(options_, round, std::move(post));
+}
+
+}  // namespace ddprun::launcher::backend

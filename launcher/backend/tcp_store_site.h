@@ -1,0 +1,46 @@
+// The real StoreSite: probes and connects over TCP, serves a store on a thread of this process
+// (StoreServerThread, which lingers for its clients when destroyed), pauses until Cancel()
+// (CancellablePause). Owned by the LaunchBackend and destroyed after the handler and
+// the monitor, so a store this node took over outlives every connection of its own.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <mutex>
+
+#include "common/cancellable_pause.h"
+#include "launcher/backend/store_server_thread.h"
+#include "rendezvous/store_failover.h"
+
+namespace ddprun::launcher::backend {
+
+// One TCP connection attempt to each address of `at` within `timeout`: answered by any address
+// wins; refused only when every address refused.
+rendezvous::Reach ProbeTcp(const HostPort& at, std::chrono::milliseconds timeout);
+
+struct TcpStoreSiteOptions {
+  std::chrono::milliseconds reply_timeout{60'000};  // every reply of a connected store
+  store::ServerOptions serve;  // a served store's bind address and token (its port: Serve's)
+  std::chrono::milliseconds linger{10'000};         // a served store, for its last clients
+  std::chrono::milliseconds quiet_for{15'000};      // a client silent this long is gone
+};
+
+class TcpStoreSite : public rendezvous::StoreSite {
+ public:
+  explicit TcpStoreSite(TcpStoreSiteOptions options) : options_(options) {}
+
+  rendezvous::Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) override;
+  std::shared_ptr<store::Store> Connect(const HostPort& at,
+                                             std::chrono::milliseconds timeout) override;
+  std::optional<HostPort> Serve(int port) override;
+  bool Pause(std::chrono::milliseconds duration) override { return pause_.Pause(duration); }
+  void Cancel() override { pause_.Cancel(); }
+  std::chrono::steady_clock::time_point Now() override { return std::chrono::steady_clock::now(); }
+
+ private:
+  TcpStoreSiteOptions options_;
+  std::mutex mutex_;
+  CancellablePause pause_;
+  std::unique_ptr<StoreServerThread> served_;
+};
+
+}  // namespace ddprun::launcher::backend

@@ -1,0 +1,104 @@
+#include "launcher/process/proc_table.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <csignal>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace ddprun::launcher::process {
+namespace {
+
+std::optional<int> ParseInt(std::string_view text) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// The whitespace-separated fields of `text`, up to `count` of them.
+std::vector<std::string_view> Fields(std::string_view text, std::size_t count) {
+  std::vector<std::string_view> fields;
+  std::size_t at = 0;
+  while (fields.size() < count) {
+    at = text.find_first_not_of(' ', at);
+    if (at == std::string_view::npos) break;
+    const std::size_t end = std::min(text.find(' ', at), text.size());
+    fields.push_back(text.substr(at, end - at));
+    at = end;
+  }
+  return fields;
+}
+
+struct DirCloser {
+  void operator()(DIR* dir) const { ::closedir(dir); }
+};
+
+}  // namespace
+
+std::optional<elastic::ProcessInfo> ParseProcStat(std::string_view stat) {
+  // "pid (comm) state ppid pgrp session ...": comm is whatever the process named itself, so the
+  // fields are found after its last ')'.
+  const std::size_t open = stat.find(" (");
+  const std::size_t close = stat.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
+    return std::nullopt;
+  }
+  const auto pid = ParseInt(stat.substr(0, open));
+  const auto fields = Fields(stat.substr(close + 1), 4);  // state ppid pgrp session
+  if (!pid || fields.size() < 4 || fields[0].size() != 1) return std::nullopt;
+  const auto session = ParseInt(fields[3]);
+  if (!session) return std::nullopt;
+  const char state = fields[0][0];
+  return elastic::ProcessInfo{*pid, *session, state == 'Z' || state == 'X' || state == 'x'};
+}
+
+std::optional<elastic::ProcessInfo> ReadProcStat(int pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buffer[1024];
+  const ssize_t size = ::read(fd, buffer, sizeof buffer);
+  ::close(fd);
+  if (size <= 0) return std::nullopt;
+  return ParseProcStat(std::string_view(buffer, static_cast<std::size_t>(size)));
+}
+
+std::vector<elastic::ProcessInfo> ProcProcessTable::Snapshot() {
+  std::vector<elastic::ProcessInfo> table;
+  const std::unique_ptr<DIR, DirCloser> dir(::opendir("/proc"));
+  if (!dir) return table;
+  while (const dirent* entry = ::readdir(dir.get())) {
+    const auto pid = ParseInt(entry->d_name);
+    if (!pid) continue;
+    if (const auto process = ReadProcStat(*pid)) table.push_back(*process);
+  }
+  return table;
+}
+
+void ProcProcessTable::Kill(const elastic::ProcessInfo& process) {
+  // Once the pidfd is open it names this one process: if the check below passes, the signal
+  // cannot reach a newcomer that got the pid.
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, process.pid, 0));
+  if (pidfd < 0) return;  // gone
+  const auto now = ReadProcStat(process.pid);
+  if (now && !now->dead && now->session == process.session) {
+    ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  }
+  ::close(pidfd);
+}
+
+void ProcProcessTable::Pause(std::chrono::milliseconds duration) {
+  std::this_thread::sleep_for(duration);
+}
+
+std::chrono::steady_clock::time_point ProcProcessTable::Now() {
+  return std::chrono::steady_clock::now();
+}
+
+}  // namespace ddprun::launcher::process

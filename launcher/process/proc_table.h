@@ -1,0 +1,27 @@
+// The real ProcessTable (elastic/session_sweep.h): every process from /proc/<pid>/stat, and
+// kills through a pidfd after checking again that the pid still names a process of the same
+// session, so that a pid reused between the snapshot and the kill is never signalled.
+#pragma once
+#include <optional>
+#include <string_view>
+
+#include "elastic/session_sweep.h"
+
+namespace ddprun::launcher::process {
+
+// Parses the text of /proc/<pid>/stat: pid, session (field 6) and whether the process is dead
+// (state Z or X). The command name in parentheses may hold spaces and parentheses itself.
+std::optional<elastic::ProcessInfo> ParseProcStat(std::string_view stat);
+
+// /proc/<pid>/stat of one process, parsed; nullopt once it is gone (or unreadable).
+std::optional<elastic::ProcessInfo> ReadProcStat(int pid);
+
+class ProcProcessTable : public elastic::ProcessTable {
+ public:
+  std::vector<elastic::ProcessInfo> Snapshot() override;
+  void Kill(const elastic::ProcessInfo& process) override;
+  void Pause(std::chrono::milliseconds duration) override;
+  std::chrono::steady_clock::time_point Now() override;
+};
+
+}  // namespace ddprun::launcher::process

@@ -1,0 +1,31 @@
+// The one place that decides how a worker process is started (the spawning policy): its own
+// session and process group, registered with the session keeper (session_keeper.h) before it
+// runs any of its own code, stdin from /dev/null, PR_SET_PDEATHSIG(SIGKILL) so that it dies
+// with the launcher, default signal dispositions and an empty signal mask, the launcher's
+// descriptors closed on exec, and exec failures reported as a shell does (127/126).
+#pragma once
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ddprun::launcher::process {
+
+struct SpawnRequest {
+  std::vector<std::string> argv;  // argv[0]: a path, or a name searched in the env's PATH
+  std::map<std::string, std::string> env;
+  int stdout_fd = -1;  // -1: inherit the launcher's
+  int stderr_fd = -1;
+  int session_keeper_fd = -1;  // >= 0: the child writes "<pid>\n" there before exec
+};
+
+struct SpawnResult {
+  pid_t pid = -1;      // > 0 on success
+  int exit_code = 0;   // 127 (not found) or 126 (not executable) when pid < 0
+  std::string error;   // one line naming the program and the reason, when pid < 0
+};
+
+SpawnResult SpawnWorker(const SpawnRequest& request);
+
+}  // namespace ddprun::launcher::process

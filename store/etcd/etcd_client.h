@@ -1,0 +1,121 @@
+// A blocking client of etcd's v3 JSON gateway (etcd_v3.h) over HTTP/1.1 with Boost.Beast:
+// unary calls (POST /v3/kv/range, ...) and watch streams, for the etcd rendezvous backend
+// (issue 14). Every member of the cluster is listed; a call goes to the member that answered
+// last and fails over to the next on a connection error, a timeout or a 5xx reply, so losing a
+// member costs one timeout at most. Each request on one member is bounded by `timeout`. A
+// reply that is not etcd's fails over too, and when no member answers the error names every
+// member with its problem in one line. Calls are serialized (safe to share between threads);
+// Interrupt() aborts a blocked call from another thread. With `tls` set every connection is
+// HTTPS: the member's certificate must chain to `cacert` and name the endpoint's host (its IP
+// address for an IP literal); a TLS problem (verification, a plain-HTTP member, a refused or
+// missing client certificate) is one member's problem, named with the rdzv_conf key to fix.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/host_port.h"
+#include "store/etcd/etcd_v3.h"
+#include "store/store.h"
+
+namespace ddprun::store::etcd {
+
+// protocol=https: the members' certificates are checked against `cacert` (empty: the system's
+// CA store); `cert`+`key` (both or neither) is this client's certificate for members that ask
+// for one (etcd --client-cert-auth). Paths of PEM files.
+struct EtcdTls {
+  std::string cacert{};
+  std::string cert{};
+  std::string key{};
+};
+
+struct EtcdClientOptions {
+  std::vector<HostPort> endpoints;               // every member, host:port of its client URL
+  std::chrono::milliseconds timeout{5'000};      // one request on one member
+  std::optional<EtcdTls> tls{};                  // none: plain http
+  // When no member answered (a leader election after the leader's loss, a member restarting),
+  // the members are tried again, kPatiencePause apart, for this long before EtcdUnavailable
+  // (0: once).
+  std::chrono::milliseconds patience{};
+};
+
+inline constexpr std::chrono::milliseconds kPatiencePause{100};
+
+// The OpenSSL context built from EtcdTls (etcd_client.cc), shared by a client's connections.
+class EtcdTlsContext;
+
+// No member answered: "etcd: no member answered: 127.0.0.1:2379: connection refused; ...".
+class EtcdUnavailable : public StoreConnectionError {
+ public:
+  using StoreConnectionError::StoreConnectionError;
+};
+
+class EtcdClient {
+ public:
+  // Throws UsageError naming the rdzv_conf key and the file when a TLS file cannot be read, is
+  // not PEM, or the key is not the certificate's (cert and key: both or neither).
+  explicit EtcdClient(EtcdClientOptions options);
+  ~EtcdClient();
+  EtcdClient(const EtcdClient&) = delete;
+  EtcdClient& operator=(const EtcdClient&) = delete;
+
+  // POSTs `body` to `path` ("/v3/kv/range"); returns the reply's JSON (an error reply too: the
+  // etcd_v3 parsers throw EtcdError for it). Throws EtcdUnavailable.
+  nlohmann::json Call(const std::string& path, const nlohmann::json& body);
+  void Interrupt();
+  // The member that answered last.
+  HostPort Current() const;
+
+ private:
+  friend class EtcdWatch;  // opens its streams with options_ and tls_
+  class Connection;
+  nlohmann::json CallMember(std::size_t member, const std::string& path, const std::string& body);
+  // Every member once, from the one that answered last.
+  nlohmann::json CallMembers(const std::string& path, const std::string& body);
+  // Waits `duration`; false at once when interrupted.
+  bool PauseUnlessInterrupted(std::chrono::milliseconds duration);
+
+  EtcdClientOptions options_;
+  std::shared_ptr<EtcdTlsContext> tls_;  // null: plain http
+  mutable std::mutex mutex_;
+  std::size_t current_ = 0;
+  std::unique_ptr<Connection> connection_;  // kept alive; replaced under io_mutex_ too
+  std::mutex io_mutex_;                     // connection_ for Interrupt() on another thread
+  std::atomic<bool> interrupted_{false};
+  std::mutex pause_mutex_;
+  std::condition_variable pause_cv_;  // Interrupt() ends a patience pause
+};
+
+// One watch stream (POST /v3/watch) on the first member that accepts it. Next() returns the
+// stream's next message, or nullopt when `deadline` passed first (the stream stays open).
+// Throws EtcdUnavailable when the member is lost (open a new watch from the last revision), and
+// UsageError as EtcdClient's constructor does for unusable TLS files.
+class EtcdWatch {
+ public:
+  EtcdWatch(const EtcdClientOptions& options, const nlohmann::json& create_body);
+  // On `client`'s members, with its TLS context (the PEM files are not read again).
+  EtcdWatch(const EtcdClient& client, const nlohmann::json& create_body);
+  ~EtcdWatch();
+  EtcdWatch(const EtcdWatch&) = delete;
+  EtcdWatch& operator=(const EtcdWatch&) = delete;
+
+  std::optional<WatchMessage> Next(std::chrono::steady_clock::time_point deadline);
+  // Ends a blocked Next() from another thread (it throws EtcdUnavailable).
+  void Interrupt();
+
+ private:
+  EtcdWatch(const EtcdClientOptions& options, const std::shared_ptr<EtcdTlsContext>& tls,
+            const nlohmann::json& create_body);
+
+  class Stream;
+  std::unique_ptr<Stream> stream_;
+};
+
+}  // namespace ddprun::store::etcd

@@ -1,0 +1,67 @@
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <csignal>
+
+#include "launcher/process/proc_table.h"
+
+using namespace ddprun;
+using launcher::process::ParseProcStat;
+
+TEST_CASE("a stat line gives pid, session and whether the process is dead", "[launcher][orphans]") {
+  const auto sleeping = ParseProcStat("4242 (sleep) S 4200 4201 4100 0 -1 4194560 97 0 0 0\n");
+  REQUIRE(sleeping);
+  CHECK(sleeping->pid == 4242);
+  CHECK(sleeping->session == 4100);
+  CHECK_FALSE(sleeping->dead);
+  const auto zombie = ParseProcStat("17 (pt_main_thread) Z 1 16 16 0 -1");
+  REQUIRE(zombie);
+  CHECK(zombie->dead);
+}
+
+TEST_CASE("a command name with spaces and parentheses does not shift the fields",
+          "[launcher][orphans]") {
+  const auto process = ParseProcStat("99 (a) b (c) R 1 98 97 0");
+  REQUIRE(process);
+  CHECK(process->pid == 99);
+  CHECK(process->session == 97);
+}
+
+TEST_CASE("a malformed stat line is no process", "[launcher][orphans]") {
+  CHECK_FALSE(ParseProcStat(""));
+  CHECK_FALSE(ParseProcStat("12 (x"));
+  CHECK_FALSE(ParseProcStat("12 (x) S 1 2"));
+  CHECK_FALSE(ParseProcStat("z (x) S 1 2 3"));
+  CHECK_FALSE(ParseProcStat("12 (x) S 1 2 3x"));
+}
+
+TEST_CASE("the /proc table lists this process in its session", "[launcher][orphans]") {
+  launcher::process::ProcProcessTable table;
+  bool found = false;
+  for (const auto& process : table.Snapshot()) {
+    if (process.pid == getpid()) found = process.session == getsid(0) && !process.dead;
+  }
+  CHECK(found);
+}
+
+TEST_CASE("the /proc table kills a process only while it is in the expected session",
+          "[launcher][orphans]") {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    setsid();
+    for (;;) pause();
+  }
+  // Wait (bounded) until the child has its own session.
+  for (int tries = 0; tries < 2000 && getsid(child) != child; ++tries) usleep(1000);
+  REQUIRE(getsid(child) == child);
+  launcher::process::ProcProcessTable table;
+  table.Kill({child, child + 1, false});  // a pid that now names someone else's process
+  CHECK(waitpid(child, nullptr, WNOHANG) == 0);
+  table.Kill({child, child, false});
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+}
