@@ -21,7 +21,7 @@
 #include "store/tcp_store_server.h"
 #include "tools/rdzv_view.h"
 
-namespace ddprun {
+namespace ddprun::tools {
 namespace {
 
 using store::Bytes;
@@ -297,12 +297,12 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace ddprun
+}  // namespace ddprun::tools
 
 int main(int argc, char** argv) {
   ddprun::InitLogging();
   try {
-    return ddprun::Main(argc, argv);
+    return ddprun::tools::Main(argc, argv);
   } catch (const ddprun::UsageError& error) {
     std::cerr << "ddprun-store: " << error.what() << "\n";
     return 2;
