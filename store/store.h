@@ -1,6 +1,7 @@
 // The Store seam: a key-value store with blocking reads, as c10d's Store.hpp and gloo's
-// rendezvous::Store define it. Implementations: the TCP client, the in-memory store and the
-// prefixing decorator. All methods are safe to call from one thread at a time.
+// rendezvous::Store define it. Implementations: the TCP client (store/tcp_store_client.h), the
+// in-memory store, the prefixing decorator, and the etcd v3 store (store/etcd/etcd_store.h). All
+// methods are safe to call from one thread at a time, except Interrupt (any thread).
 #pragma once
 #include <chrono>
 #include <cstdint>
