@@ -44,7 +44,7 @@ store::ServerOptions ServedStoreOptions(const ServedStore& served,
 
 // The backend of plan.kind, its stores, endpoints, ranks and master as `plan` says (the plan of
 // `config`: PlanLaunch); timeouts and the token come from `config`, this node's name from
-// `spec`. Logs the plan's notes. Throws UsageError for what the launch cannot set up (a store
+// `spec`. Logs plan.unused_token_note. Throws UsageError for what the launch cannot set up (a store
 // port in use, ...).
 std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io, const elastic::LaunchConfig& config,
                                            const LaunchPlan& plan, const elastic::WorkerSpec& spec);
