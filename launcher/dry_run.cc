@@ -134,7 +134,8 @@ Notes PlanNotes(const LaunchConfig& config, const LaunchPlan& plan) {
 std::string LogDirText(const LaunchConfig& config) {
   const std::string root =
       config.log_dir ? *config.log_dir : "<temporary directory>/torchelastic_XXXXXX";
-  return std::string(kDryRunLogDir) + " = " + root + "/" + config.rdzv_id + "_XXXXXX, created at launch";
+  return std::string(kDryRunLogDir) + " = " + root + "/" + config.rdzv_id +
+         "_XXXXXX, created at launch";
 }
 
 void PrintPreset(std::ostream& out, const LaunchConfig& config) {
@@ -157,8 +158,8 @@ void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan
   Field(out, "rdzv_endpoint", config.rdzv_endpoint);
   Field(out, "run_id", config.rdzv_id);
   const bool at_rendezvous = plan.first_round.master_addr_known == Known::kAtRendezvous;
-  Field(out, "master",
-        at_rendezvous ? MasterAddrShown(plan) : MasterAddrShown(plan) + ":" + MasterPortShown(plan));
+  const std::string master = MasterAddrShown(plan);
+  Field(out, "master", at_rendezvous ? master : master + ":" + MasterPortShown(plan));
   Field(out, "max_restarts", std::to_string(config.max_restarts));
   Field(out, "role", config.role);
   Field(out, "log_dir", LogDirText(config));

@@ -99,7 +99,8 @@ elastic::AttemptLaunch FirstAttempt(const LaunchPlan& plan, const elastic::Worke
   round.master_addr = first.master_addr;
   round.master_port = first.master_port;
   round.use_agent_store = first.use_agent_store;
-  return elastic::PlanAttempt(spec, elastic::MakeGroupEnv(spec, round, first.ranks, 0, plan.run_id));
+  return elastic::PlanAttempt(spec,
+                              elastic::MakeGroupEnv(spec, round, first.ranks, 0, plan.run_id));
 }
 
 }  // namespace ddprun::launcher::backend

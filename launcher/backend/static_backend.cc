@@ -30,9 +30,7 @@ rendezvous::StaticRendezvousOptions RendezvousOptions(const LaunchPlan& plan,
   options.join_timeout = settings.join_timeout;
   options.on_progress = MakeJoinProgressPrinter(::isatty(STDERR_FILENO) == 1);
   if (!plan.first_round.use_agent_store) {  // authenticated: PyTorch clients cannot join
-    options.pick_worker_port = [bind = plan.store_bind.value_or("")] {
-      return PickFreePort(bind);
-    };
+    options.pick_worker_port = [bind = plan.store_bind.value_or("")] { return PickFreePort(bind); };
   }
   return options;
 }

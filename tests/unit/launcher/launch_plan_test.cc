@@ -68,12 +68,13 @@ struct Node {
     if (info.store != nullptr && info.group_world_size > 1) {
       const ddprun::elastic::PeerInfo mine{spec.role, info.group_rank, spec.local_world_size,
                                            spec.hostname};
-      const auto peers = ddprun::elastic::ExchangeRoleInfos(*info.store, mine,
-                                                           info.group_world_size);
+      const auto peers =
+          ddprun::elastic::ExchangeRoleInfos(*info.store, mine, info.group_world_size);
       return {info, ddprun::elastic::AssignFromPeers(peers, info.group_rank)};
     }
-    return {info, ddprun::elastic::AssignRanks(
-                      {{spec.role, info.group_rank, spec.local_world_size}}).front()};
+    return {info,
+            ddprun::elastic::AssignRanks({{spec.role, info.group_rank, spec.local_world_size}})
+                .front()};
   }
 
   ddprun::asio::io_context io;
@@ -114,8 +115,8 @@ LaunchPlan Completed(LaunchPlan plan, const RendezvousInfo& info, const RankAssi
 void CheckWorkersArePlanned(const Node& node, const RendezvousInfo& info,
                             const RankAssignment& ranks) {
   const AttemptLaunch run = ddprun::elastic::PlanAttempt(
-      node.spec, ddprun::elastic::MakeGroupEnv(node.spec, info, ranks, 0,
-                                               node.backend->rendezvous->RunId()));
+      node.spec,
+      ddprun::elastic::MakeGroupEnv(node.spec, info, ranks, 0, node.backend->rendezvous->RunId()));
   const AttemptLaunch planned =
       ddprun::launcher::backend::FirstAttempt(Completed(node.plan, info, ranks), node.spec);
   REQUIRE(run.workers.size() == planned.workers.size());
@@ -220,8 +221,9 @@ TEST_CASE("elastic: each node's round is the planned one, completed by the rende
   const std::string endpoint = "--rdzv_endpoint=127.0.0.1:" + Port();
   Nodes nodes;
   for (const char* addr : {"127.0.0.1", "127.0.0.2"}) {  // one process: told apart by address
-    nodes.push_back(std::make_unique<Node>(Args{"--nnodes=2", "--rdzv_backend=c10d", endpoint,
-                                                "--rdzv_id=plan", std::string("--local_addr=") + addr}));
+    nodes.push_back(
+        std::make_unique<Node>(Args{"--nnodes=2", "--rdzv_backend=c10d", endpoint, "--rdzv_id=plan",
+                                    std::string("--local_addr=") + addr}));
     CHECK(nodes.back()->plan.kind == LaunchKind::kElastic);
     CHECK(nodes.back()->plan.first_round.master_addr_known == Known::kAtRendezvous);
   }
