@@ -9,11 +9,16 @@
 //
 // Known before the launch, and in the plan: which backend; the store this node serves and
 // where; where its agent reaches the agents' store; the rendezvous endpoints; a static job's
-// group rank, number of nodes and master. Known only later, and marked so (Known): a single
-// node's ephemeral MASTER_PORT (when the store binds), an authenticated static job's MASTER_PORT
-// (node 0 picks it at each rendezvous), and what each elastic round decides: the group rank, the
-// number of nodes, the master and the ranks. Ranks across nodes assume that every node runs
+// group rank, number of nodes and master. Known only later: a single node's ephemeral
+// MASTER_PORT (when the store binds) and an authenticated static job's (node 0 picks it at each
+// rendezvous), marked by FirstRound's Known fields; and what each elastic round decides: the
+// master (marked so too), the group rank, the number of nodes and the ranks, for which the plan
+// holds node_rank and MAX of MIN:MAX. Ranks across nodes assume that every node runs
 // nproc_per_node workers (static agents exchange the real counts at each rendezvous).
+//
+// The workers (argv, environment) are not stored: FirstAttempt derives them from the plan and
+// the worker spec, with the function the agent applies to every round, so the plan can be made
+// before the run's log directory exists.
 #pragma once
 #include <optional>
 #include <string>
