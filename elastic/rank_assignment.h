@@ -19,6 +19,7 @@ struct RankAssignment {
   int global_world_size = 0;
   int base_role_rank = 0;
   int role_world_size = 0;
+  bool operator==(const RankAssignment&) const = default;
 };
 
 // One assignment per entry of `infos` (any order; walked in group-rank order).

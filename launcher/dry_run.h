@@ -1,25 +1,37 @@
-// --dry_run: prints the resolved configuration and every worker's command and environment (the
-// variables ddprun sets or changes) and launches nothing: no log directory, no port, no store.
-// The output depends only on the configuration and the environment, so tests can compare it.
+// --dry_run: prints the launch's plan (launcher/backend/launch_plan.h: the one the run executes)
+// with the resolved configuration and every worker's command and environment (the variables
+// ddprun sets or changes), and launches nothing: no log directory, no port, no store. The
+// output depends only on the configuration and the environment, so tests can compare it.
 #pragma once
 #include <ostream>
 
+#include "elastic/attempt_plan.h"
 #include "elastic/launch_config.h"
 #include "elastic/worker_env.h"
+#include "launcher/backend/launch_plan.h"
 
 namespace ddprun::launcher {
 
-// `original_env` is the process environment as ddprun found it, `launcher_env` the one workers
-// inherit (after the OMP rule and TORCHELASTIC_SIGNALS_TO_HANDLE). The run's log directory is
-// shown as "<log_dir>". A multi-node job's ranks are shown as torchrun assigns them when every
-// node runs nproc_per_node workers (other nodes are unknown here), and the output says so.
-// Throws UsageError for a --node_rank that names no node of a static multi-node job.
+// The run's log directory as the dry run shows it (in the workers' log paths).
+inline constexpr const char* kDryRunLogDir = "<log_dir>";
+
+// Prints `plan` (the plan of `config`) and the first attempt's workers of `spec` (made with
+// kDryRunLogDir as the run's log directory). `original_env` is the process environment as
+// ddprun found it; `spec.base_env` is the one workers inherit (after the OMP rule and
+// TORCHELASTIC_SIGNALS_TO_HANDLE). What the plan knows only later is shown as such
+// ("<chosen at launch>", "<chosen at rendezvous>"), with a note for what it had to assume.
+void PrintDryRun(std::ostream& out, const elastic::LaunchConfig& config,
+                 const backend::LaunchPlan& plan, const elastic::WorkerSpec& spec,
+                 const elastic::Environment& original_env);
+
+// The above for the plan of `config` and the spec of `launcher_env`.
 void PrintDryRun(std::ostream& out, const elastic::LaunchConfig& config,
                  const elastic::Environment& original_env,
                  const elastic::Environment& launcher_env);
 
-// PrintDryRun to `out` with this process's environment as the original; returns exit status 0.
+// PrintDryRun of `plan` to `out` with this process's environment as the original; returns exit
+// status 0.
 int RunDryRun(std::ostream& out, const elastic::LaunchConfig& config,
-              const elastic::Environment& launcher_env);
+              const backend::LaunchPlan& plan, const elastic::Environment& launcher_env);
 
 }  // namespace ddprun::launcher

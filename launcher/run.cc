@@ -13,11 +13,9 @@
 #include "launcher/agent_loop.h"
 #include "cli/cli.h"
 #include "launcher/dry_run.h"
-#include "launcher/backend/elastic_backend.h"
 #include "launcher/event_log_file.h"
 #include "launcher/launch_setup.h"
 #include "launcher/process/local_process_context.h"
-#include "launcher/backend/master_endpoint.h"
 #include "launcher/backend/launch_backend.h"
 #include "launcher/process/session_keeper.h"
 #include "launcher/thread_runner.h"
@@ -62,15 +60,17 @@ int Launch(const LaunchConfig& config) {
                  config.rdzv_backend, config.rdzv_endpoint, config.rdzv_id);
   }
   const elastic::Environment env = LauncherEnvironment(config);
-  if (config.dry_run) return RunDryRun(std::cout, config, env);  // before any dir or port
-  if (const auto note = backend::EtcdV2Note(config)) spdlog::warn("{}", *note);
+  // One plan: what the dry run prints is what the backend below executes.
+  const backend::LaunchPlan plan = backend::PlanLaunch(config);
+  if (config.dry_run) return RunDryRun(std::cout, config, plan, env);  // before any dir or port
+  if (plan.etcd_v2_note) spdlog::warn("{}", *plan.etcd_v2_note);
   const auto events = OpenEventLog(config);
   RunLogDir logs(config, config.rdzv_id);
   // Before any thread or worker; destroyed after the workers (its sweep ends the launch).
   const process::SessionKeeper keeper;
   const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
   asio::io_context io(kOneThread);
-  const auto backend = backend::MakeBackend(io, config, spec);
+  const auto backend = backend::MakeBackend(io, config, plan, spec);
   process::LocalProcessContext processes(io, keeper.WriteFd());
   std::optional<ThreadRunner> runner;
   if (backend->blocking) runner.emplace(io);

@@ -177,20 +177,22 @@ bool NamesThisMachine(const std::string& host, const std::vector<std::string>& n
 
 namespace {
 
-std::unique_ptr<rendezvous::StoreSite> MakeStoreSite(const elastic::LaunchConfig& config) {
-  if (config.Etcd()) return std::make_unique<EtcdStoreSite>(EtcdOptions(config));
+std::unique_ptr<rendezvous::StoreSite> MakeStoreSite(const elastic::LaunchConfig& config,
+                                                     const LaunchPlan& plan) {
+  if (plan.etcd) return std::make_unique<EtcdStoreSite>(*plan.etcd);
   const auto& settings = config.rdzv_settings;
   return std::make_unique<TcpStoreSite>(TcpStoreSiteOptions{
-      settings.read_timeout, ServedStoreOptions(config, 0),
+      settings.read_timeout,
+      ServedStoreOptions(ServedStore{plan.store_bind.value_or(""), 0}, config),
       std::max(milliseconds{10'000}, settings.HeartbeatTimeout()), settings.HeartbeatTimeout()});
 }
 
 // How the round's watch connects to wherever the round's store is: etcd through the site; a
 // c10d store (it moves when lost) with replies later than the heartbeat timeout meaning lost.
 rendezvous::StoreConnector RoundStoreConnector(const elastic::LaunchConfig& config,
-                                               rendezvous::StoreSite& site,
+                                               const LaunchPlan& plan, rendezvous::StoreSite& site,
                                                const rendezvous::ElasticRendezvousHandler& handler) {
-  if (config.Etcd()) {
+  if (plan.etcd) {
     return [&site, &handler](milliseconds timeout) {
       return site.Connect(handler.StoreAddress(), timeout);
     };
@@ -204,15 +206,16 @@ rendezvous::StoreConnector RoundStoreConnector(const elastic::LaunchConfig& conf
 }
 
 rendezvous::ElasticHandlerOptions HandlerOptions(const elastic::LaunchConfig& config,
+                                                 const LaunchPlan& plan,
                                                  const elastic::WorkerSpec& spec) {
   rendezvous::ElasticHandlerOptions handler;
   handler.rendezvous = RendezvousOptions(config, spec);
   handler.advertised_addr = handler.rendezvous.node.addr;
   handler.read_timeout = config.rdzv_settings.read_timeout;
-  handler.endpoints = RendezvousEndpoints(config);
-  handler.serve_first = ServesRendezvousStore(config);
-  handler.replicated_store = config.Etcd();
-  handler.failover.run_id = config.rdzv_id;
+  handler.endpoints = plan.rendezvous_endpoints;
+  handler.serve_first = plan.serves_rendezvous_store;
+  handler.replicated_store = plan.etcd.has_value();
+  handler.failover.run_id = plan.run_id;
   handler.failover.port = handler.endpoints.front().port.value_or(kDefaultC10dPort);
   handler.failover.window = config.rdzv_settings.HeartbeatTimeout();
   return handler;
@@ -222,27 +225,28 @@ rendezvous::ElasticHandlerOptions HandlerOptions(const elastic::LaunchConfig& co
 
 std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
                                                   const elastic::LaunchConfig& config,
+                                                  const LaunchPlan& plan,
                                                   const elastic::WorkerSpec& spec) {
   const auto& settings = config.rdzv_settings;
   auto backend = std::make_unique<LaunchBackend>();
-  const std::string bind = settings.store_bind.value_or("");
-  if (settings.auth) {
+  const std::string bind = plan.store_bind.value_or("");
+  if (!plan.first_round.use_agent_store) {  // authenticated: the workers serve their own
     backend->worker_store = std::make_unique<OwnWorkerStore>(bind);
   } else {
     backend->worker_store = std::make_unique<ThreadWorkerStoreHost>(bind);
   }
-  const rendezvous::ElasticHandlerOptions handler = HandlerOptions(config, spec);
-  backend->store_site = MakeStoreSite(config);
+  const rendezvous::ElasticHandlerOptions handler = HandlerOptions(config, plan, spec);
+  backend->store_site = MakeStoreSite(config, plan);
   auto rendezvous = std::make_unique<rendezvous::ElasticRendezvousHandler>(
       handler, *backend->store_site, *backend->worker_store);
   rendezvous::StoreConnector connect_round_store =
-      RoundStoreConnector(config, *backend->store_site, *rendezvous);
+      RoundStoreConnector(config, plan, *backend->store_site, *rendezvous);
   backend->rendezvous = std::move(rendezvous);
   ElasticMonitorOptions monitor{handler.rendezvous, std::move(connect_round_store),
                                 settings.keep_alive_interval, settings.keep_alive_max_attempt, {}};
-  if (config.Etcd()) {
-    monitor.liveness = [etcd = EtcdOptions(config)](const rendezvous::LivenessScope& scope,
-                                                    rendezvous::MemberLiveness::TimePoint start) {
+  if (plan.etcd) {
+    monitor.liveness = [etcd = *plan.etcd](const rendezvous::LivenessScope& scope,
+                                           rendezvous::MemberLiveness::TimePoint start) {
       return std::make_unique<LeaseLiveness>(scope, etcd, start);
     };
   }

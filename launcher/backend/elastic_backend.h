@@ -35,11 +35,14 @@ std::optional<std::string> EtcdV2Note(const elastic::LaunchConfig& config);
 store::etcd::EtcdStoreOptions EtcdOptions(const elastic::LaunchConfig& config);
 
 // Whether this node serves the rendezvous store of `config` (is_host, else the endpoint's host
-// names this machine): what the launch will try, and what --dry_run shows.
+// names this machine): LaunchPlan::serves_rendezvous_store.
 bool ServesRendezvousStore(const elastic::LaunchConfig& config);
 
+// As its plan (LaunchKind::kElastic) says: the endpoints, whether this node serves the
+// rendezvous store first, etcd's cluster and prefix, the stores' bind address.
 std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
                                                   const elastic::LaunchConfig& config,
+                                                  const LaunchPlan& plan,
                                                   const elastic::WorkerSpec& spec);
 
 }  // namespace ddprun::launcher::backend

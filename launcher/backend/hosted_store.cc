@@ -2,23 +2,23 @@
 
 #include "common/errors.h"
 #include "common/logging.h"
-#include "launcher/backend/master_endpoint.h"
 
 namespace ddprun::launcher::backend {
 
-HostedStoreRendezvous::HostedStoreRendezvous(asio::io_context& io,
-                                             const elastic::LaunchConfig& config)
-    : run_id_(config.rdzv_id) {
-  const StoreEndpoint endpoint = SingleNodeStoreEndpoint(config);
-  const store::ServerOptions& options = endpoint.server;
+HostedStoreRendezvous::HostedStoreRendezvous(asio::io_context& io, const LaunchPlan& plan,
+                                             const std::string& free_port_hint)
+    : run_id_(plan.run_id) {
+  store::ServerOptions options;
+  options.host = plan.served_store->bind;
+  options.port = plan.served_store->port;
   try {
     server_ = std::make_unique<store::TcpStoreServer>(io, options);
   } catch (const SystemError& error) {
-    throw UsageError(std::string(error.what()) + "; " + FreePortHint(config));
+    throw UsageError(std::string(error.what()) + "; " + free_port_hint);
   }
-  info_.master_addr = endpoint.master_addr;
+  info_.master_addr = plan.first_round.master_addr;
   info_.master_port = server_->Port();
-  info_.use_agent_store = true;
+  info_.use_agent_store = plan.first_round.use_agent_store;
   spdlog::info("agent store listening on {}:{}", options.host.empty() ? "*" : options.host,
                info_.master_port);
 }

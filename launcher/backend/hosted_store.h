@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "common/asio.h"
-#include "elastic/launch_config.h"
+#include "launcher/backend/launch_plan.h"
 #include "rendezvous/rendezvous_handler.h"
 #include "store/tcp_store_server.h"
 
@@ -14,9 +14,11 @@ namespace ddprun::launcher::backend {
 
 class HostedStoreRendezvous : public rendezvous::RendezvousHandler {
  public:
-  // Standalone: listens on 127.0.0.1, ephemeral port. Static single node: listens on every
-  // interface at --master_port. A port in use throws UsageError naming --master_port.
-  HostedStoreRendezvous(asio::io_context& io, const elastic::LaunchConfig& config);
+  // Listens where the single-node plan's served_store says (standalone: 127.0.0.1, ephemeral
+  // port; static single node: every interface at --master_port); its rounds have the plan's
+  // MASTER_ADDR and the port bound. A port in use throws UsageError ending in `free_port_hint`.
+  HostedStoreRendezvous(asio::io_context& io, const LaunchPlan& plan,
+                        const std::string& free_port_hint);
 
   rendezvous::RendezvousInfo NextRendezvous() override;
   void SetClosed() override { closed_ = true; }

@@ -3,6 +3,7 @@
 #include "common/logging.h"
 #include "launcher/backend/elastic_backend.h"
 #include "launcher/backend/hosted_store.h"
+#include "launcher/backend/master_endpoint.h"
 #include "launcher/backend/static_backend.h"
 #include "store/tcp_store_client.h"
 
@@ -24,24 +25,30 @@ rendezvous::StoreConnector TcpStoreConnector(std::string host, int port,
   };
 }
 
-store::ServerOptions ServedStoreOptions(const elastic::LaunchConfig& config, int port) {
+store::ServerOptions ServedStoreOptions(const ServedStore& served,
+                                        const elastic::LaunchConfig& config) {
   store::ServerOptions options;
-  options.host = config.rdzv_settings.store_bind.value_or("");
-  options.port = port;
+  options.host = served.bind;
+  options.port = served.port;
   options.auth = config.rdzv_settings.auth;
   return options;
 }
 
 std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io,
                                            const elastic::LaunchConfig& config,
+                                           const LaunchPlan& plan,
                                            const elastic::WorkerSpec& spec) {
-  if (config.Elastic()) return MakeElasticBackend(io, config, spec);
-  if (IsMultiNode(config)) return MakeStaticBackend(io, config, spec);
-  if (config.rdzv_settings.auth) {
-    spdlog::info("one node: no rendezvous between agents to authenticate; the token is not used");
+  switch (plan.kind) {
+    case LaunchKind::kElastic:
+      return MakeElasticBackend(io, config, plan, spec);
+    case LaunchKind::kStatic:
+      return MakeStaticBackend(io, config, plan, spec);
+    case LaunchKind::kSingleNode:
+      break;
   }
+  if (plan.unused_token_note) spdlog::info("{}", *plan.unused_token_note);
   auto backend = std::make_unique<LaunchBackend>();
-  backend->rendezvous = std::make_unique<HostedStoreRendezvous>(io, config);
+  backend->rendezvous = std::make_unique<HostedStoreRendezvous>(io, plan, FreePortHint(config));
   backend->agent_options.shutdown_timeout = config.shutdown_timeout;
   return backend;
 }

@@ -1,6 +1,7 @@
 // One launch path: every backend (one node with --standalone or not, static across nodes, c10d
-// elastic; later etcd) is a RendezvousHandler plus what it needs around it, built by
-// MakeBackend and driven the same way by run.cc (agent, event loop, report, exit code).
+// or etcd elastic) is a RendezvousHandler plus what it needs around it, built by MakeBackend
+// from the launch's plan (launch_plan.h: the same plan --dry_run prints) and driven the same way
+// by launcher/run.cc (agent, event loop, report, exit code).
 #pragma once
 #include <memory>
 
@@ -8,6 +9,7 @@
 #include "elastic/agent.h"
 #include "elastic/launch_config.h"
 #include "elastic/peer_monitor.h"
+#include "launcher/backend/launch_plan.h"
 #include "launcher/backend/store_server_thread.h"
 #include "rendezvous/elastic_rendezvous_handler.h"
 #include "rendezvous/rendezvous_handler.h"
@@ -35,12 +37,16 @@ rendezvous::StoreConnector TcpStoreConnector(std::string host, int port,
                                              std::chrono::milliseconds reply_timeout,
                                              std::shared_ptr<const store::AuthKey> auth);
 
-// The options of a store this node serves for other nodes: config's store_bind (else every
-// interface) and token.
-store::ServerOptions ServedStoreOptions(const elastic::LaunchConfig& config, int port);
+// The options of a store this node serves for other nodes: where `served` says, with config's
+// token.
+store::ServerOptions ServedStoreOptions(const ServedStore& served,
+                                        const elastic::LaunchConfig& config);
 
-// Throws UsageError for what the launch cannot set up (a store port in use, ...).
+// The backend of plan.kind, its stores, endpoints, ranks and master as `plan` says (the plan of
+// `config`: PlanLaunch); timeouts and the token come from `config`, this node's name from
+// `spec`. Logs plan.unused_token_note. Throws UsageError for what the launch cannot set up (a store
+// port in use, ...).
 std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io, const elastic::LaunchConfig& config,
-                                           const elastic::WorkerSpec& spec);
+                                           const LaunchPlan& plan, const elastic::WorkerSpec& spec);
 
 }  // namespace ddprun::launcher::backend

@@ -68,18 +68,4 @@ std::string FreePortHint(const elastic::LaunchConfig& config) {
   return "pass a free " + config.GivenAs("master_port");
 }
 
-rendezvous::RendezvousInfo PlannedMasterEndpoint(const elastic::LaunchConfig& config) {
-  rendezvous::RendezvousInfo info;
-  if (config.max_nodes > 1) {
-    info.master_addr = config.master_addr;
-    info.master_port = config.master_port.value_or(29500);
-  } else {
-    const StoreEndpoint endpoint = SingleNodeStoreEndpoint(config);
-    info.master_addr = endpoint.master_addr;
-    info.master_port = endpoint.server.port;  // 0: ephemeral, chosen when the store binds
-  }
-  info.use_agent_store = true;
-  return info;
-}
-
 }  // namespace ddprun::launcher::backend

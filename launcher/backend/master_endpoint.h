@@ -1,8 +1,7 @@
-// Where workers find their c10d store (MASTER_ADDR / MASTER_PORT) for the launches this build
-// supports, without binding anything (for --dry_run and for checking the request early).
+// Where a single-node launch's workers find their c10d store (MASTER_ADDR / MASTER_PORT),
+// without binding anything (for the launch plan, launch_plan.h).
 #pragma once
 #include "elastic/launch_config.h"
-#include "rendezvous/rendezvous_handler.h"
 #include "store/tcp_store_server.h"
 
 namespace ddprun::launcher::backend {
@@ -22,10 +21,5 @@ StoreEndpoint SingleNodeStoreEndpoint(const elastic::LaunchConfig& config);
 // What to tell a user whose store port is taken: "pass a free --master_port", or the
 // --rdzv_endpoint (PET_RDZV_ENDPOINT, ...) that gave the static master's port.
 std::string FreePortHint(const elastic::LaunchConfig& config);
-
-// One node: SingleNodeStoreEndpoint (port 0 when it is chosen at bind time).
-// Several nodes, static: --master_addr/--master_port (or the --rdzv_endpoint that gave them),
-// served by node 0.
-rendezvous::RendezvousInfo PlannedMasterEndpoint(const elastic::LaunchConfig& config);
 
 }  // namespace ddprun::launcher::backend

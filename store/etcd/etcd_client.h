@@ -34,6 +34,7 @@ struct EtcdTls {
   std::string cacert{};
   std::string cert{};
   std::string key{};
+  bool operator==(const EtcdTls&) const = default;
 };
 
 struct EtcdClientOptions {
@@ -44,6 +45,7 @@ struct EtcdClientOptions {
   // the members are tried again, kPatiencePause apart, for this long before EtcdUnavailable
   // (0: once).
   std::chrono::milliseconds patience{};
+  bool operator==(const EtcdClientOptions&) const = default;
 };
 
 inline constexpr std::chrono::milliseconds kPatiencePause{100};

@@ -24,6 +24,7 @@ namespace ddprun::store::etcd {
 struct EtcdStoreOptions {
   EtcdClientOptions client;
   std::string prefix = "/ddprun/";  // every key of this store starts with it
+  bool operator==(const EtcdStoreOptions&) const = default;
 };
 
 class EtcdStore : public Store {

@@ -4,13 +4,16 @@ Each preset runs `ddprun --env_preset=X --dry_run --nproc_per_node=2 --no_python
 only PATH, TMPDIR and the platform's variables set, and its stdout must equal
 expected/dry_run_<preset>.txt byte for byte: nothing in a dry run is random for these
 (non-standalone) command lines. DDPRUN_UPDATE_EXPECTED=1 rewrites the files instead.
+
+DryRunIsTheRunTest runs a line with and without --dry_run: the workers started are those shown.
 """
+import json
 import os
 import subprocess
 import tempfile
 import unittest
 
-from ddprun_testlib import DDPRUN
+from ddprun_testlib import DDPRUN, FAKE_WORKER, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPECTED_DIR = os.path.join(HERE, "expected")
@@ -113,3 +116,62 @@ class DryRunTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DryRunIsTheRunTest(unittest.TestCase):
+    """What --dry_run prints is what the run starts (one plan, launcher/backend/launch_plan.h):
+    each worker's command, and every variable the dry run shows with a value ("<chosen at
+    launch>" is not one; "<log_dir>" stands for the run's log directory)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="ddprun_dry_run_")
+        self.addCleanup(self.tmp.cleanup)
+
+    def run_ddprun(self, args):
+        env = {"PATH": "/usr/bin:/bin", "TMPDIR": self.tmp.name}
+        worker = ["--no_python", FAKE_WORKER, "--env-json",
+                  os.path.join(self.tmp.name, "env_${local_rank}")]
+        result = subprocess.run([DDPRUN, "--nproc_per_node=2"] + args + worker, env=env,
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return result.stdout
+
+    @staticmethod
+    def shown_workers(text):
+        workers = []
+        for line in text.splitlines():
+            if line.startswith("worker local_rank="):
+                workers.append({"env": {}})
+            elif line.startswith("  command: "):
+                workers[-1]["command"] = line[len("  command: "):]
+            elif line.startswith("  env: "):
+                name, _, value = line[len("  env: "):].partition("=")
+                workers[-1]["env"][name] = value
+        return workers
+
+    def check_run_is_dry_run(self, args):
+        random_id = "--standalone" in args  # a new run id each time, as torchrun's
+        workers = self.shown_workers(self.run_ddprun(["--dry_run"] + args))
+        self.assertEqual(len(workers), 2)
+        self.run_ddprun(args)
+        for local_rank, shown in enumerate(workers):
+            self.assertIn(os.path.join(self.tmp.name, "env_%d" % local_rank), shown["command"])
+            with open(os.path.join(self.tmp.name, "env_%d.0" % local_rank)) as f:  # attempt 0
+                started = json.load(f)
+            for name, value in shown["env"].items():
+                if value.startswith("<chosen at") or (name == "TORCHELASTIC_RUN_ID" and random_id):
+                    continue
+                if value.startswith("<log_dir>"):
+                    self.assertTrue(started.get(name, "").endswith(value[len("<log_dir>"):]), name)
+                else:
+                    self.assertEqual(started.get(name), value, "%s %s" % (args, name))
+
+    def test_static_single_node(self):
+        self.check_run_is_dry_run(["--master_port=%d" % free_port()])
+
+    def test_standalone(self):
+        self.check_run_is_dry_run(["--standalone"])
+
+    def test_standalone_with_nnodes_is_one_node(self):
+        """The dry run used to show --standalone --nnodes=2 as 2 nodes (WORLD_SIZE=4)."""
+        self.check_run_is_dry_run(["--standalone", "--nnodes=2"])
