@@ -103,7 +103,7 @@ void PlanMultiNode(const LaunchConfig& config, PlannedRound& round) {
   }
   if (IsStatic(config)) {
     round.info.master_addr = round.master_addr_shown = config.master_addr;
-    round.info.master_port = config.master_port.value_or(29500);
+    round.info.master_port = config.master_port;
     round.master_port_shown = authenticated ? kAtRendezvous : std::to_string(round.info.master_port);
     round.info.use_agent_store = !authenticated;
     return;

@@ -1,5 +1,5 @@
-// Helpers shared by dynamic_rendezvous*.cc: reading ints from the JSON values the round
-// protocol keeps in the store, wall-clock milliseconds, and durations as "1.5 s".
+// Helpers shared by dynamic_rendezvous*.cc: reading ints from the JSON and text values the round
+// protocol keeps in the store, and wall-clock milliseconds.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "common/integer.h"
 
 namespace ddprun::rendezvous::values {
 
@@ -27,6 +29,13 @@ inline int IntField(const Json& json, const char* name) {
   return IntValue(json.at(name), std::string("\"") + name + "\"");
 }
 
+// An integer kept as text (a beat's time, a counter): throws std::invalid_argument otherwise.
+inline std::int64_t IntText(const std::string& text) {
+  const auto value = ParseInt(text);
+  if (!value) throw std::invalid_argument(NotAnInteger(text));
+  return *value;
+}
+
 inline int IntAt(const Json& array, std::size_t index) {
   return IntValue(array.at(index), "entry " + std::to_string(index));
 }
@@ -35,14 +44,6 @@ inline std::int64_t WallClockMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-inline std::string Seconds(std::chrono::milliseconds duration) {
-  const double seconds = static_cast<double>(duration.count()) / 1000.0;
-  std::string text = std::to_string(seconds);
-  text.erase(text.find_last_not_of('0') + 1);
-  if (text.back() == '.') text.pop_back();
-  return text + " s";
 }
 
 }  // namespace ddprun::rendezvous::values

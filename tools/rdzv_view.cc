@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/integer.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "store/store.h"
 
@@ -105,8 +106,7 @@ RdzvFormedRound ReadFormed(Reader& reader, int round, const RdzvSealed& sealed) 
     const std::string r = std::to_string(rank);
     RdzvMember member;
     member.group_rank = rank;
-    member.node = reader.ReadDecoded(keys.Round(round, "node/" + std::to_string(ticket)),
-                                     ParseRdzvNode);
+    member.node = reader.ReadDecoded(keys.Node(round, ticket), ParseRdzvNode);
     member.heartbeats = reader.ReadDecoded(keys.Round(round, "hb/" + r), ParseRdzvInteger);
     member.heartbeat_at_ms = reader.ReadDecoded(keys.Round(round, "hb_at/" + r), ParseRdzvInteger);
     member.gone_by = reader.Read(keys.Round(round, "gone/" + r));
@@ -127,9 +127,7 @@ RdzvFormingRound ReadForming(Reader& reader, int round, std::int64_t seq) {
   forming.min_reached = reader.Exists(keys.Round(round, "min"));
   forming.settling_since_ms = reader.ReadDecoded(keys.Round(round, "settling"), ParseRdzvInteger);
   for (int ticket = 1; ticket <= forming.arrivals; ++ticket) {
-    forming.nodes.push_back(
-        {ticket, reader.ReadDecoded(keys.Round(round, "node/" + std::to_string(ticket)),
-                                    ParseRdzvNode)});
+    forming.nodes.push_back({ticket, reader.ReadDecoded(keys.Node(round, ticket), ParseRdzvNode)});
   }
   return forming;
 }
@@ -195,21 +193,13 @@ std::string Plural(std::int64_t count, const char* noun) {
 }  // namespace
 
 std::int64_t ParseRdzvInteger(const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const long long value = std::stoll(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument("not an integer: '" + text + "'");
+  if (const auto value = ParseInt(text)) return *value;
+  throw std::invalid_argument(NotAnInteger(text));
 }
 
 RdzvNode ParseRdzvNode(const std::string& text) {
-  const Json json = ParseObject(text, "node descriptor");
-  return {Field<std::string>(json, "host", "node descriptor"),
-          Field<std::string>(json, "addr", "node descriptor"),
-          Field<std::int64_t>(json, "pid", "node descriptor"),
-          Field<std::int64_t>(json, "nproc", "node descriptor")};
+  const rendezvous::NodeDescriptor node = rendezvous::NodeRecord::Decode(text).node;
+  return {node.host, node.addr, node.pid, node.local_world_size};
 }
 
 RdzvChange ParseRdzvChange(const std::string& text) {

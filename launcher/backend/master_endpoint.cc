@@ -40,7 +40,7 @@ StoreEndpoint Endpoint(std::string host, int port, std::string master_addr) {
 // Without --rdzv_conf store_bind.
 StoreEndpoint DefaultSingleNodeEndpoint(const elastic::LaunchConfig& config) {
   if (config.rdzv_backend == "static" && !config.standalone) {
-    return Endpoint("", config.master_port.value_or(29500), config.master_addr);
+    return Endpoint("", config.master_port, config.master_addr);
   }
   const std::string advertised = config.local_addr.value_or(Fqdn());
   if (!config.standalone) return Endpoint("", 0, advertised);
@@ -72,7 +72,7 @@ rendezvous::RendezvousInfo PlannedMasterEndpoint(const elastic::LaunchConfig& co
   rendezvous::RendezvousInfo info;
   if (config.max_nodes > 1) {
     info.master_addr = config.master_addr;
-    info.master_port = config.master_port.value_or(29500);
+    info.master_port = config.master_port;
   } else {
     const StoreEndpoint endpoint = SingleNodeStoreEndpoint(config);
     info.master_addr = endpoint.master_addr;

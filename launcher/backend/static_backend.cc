@@ -29,7 +29,7 @@ rendezvous::StaticRendezvousOptions RendezvousOptions(const elastic::LaunchConfi
   options.node_rank = config.node_rank;
   options.num_nodes = config.max_nodes;
   options.master_addr = config.master_addr;
-  options.master_port = config.master_port.value_or(29500);
+  options.master_port = config.master_port;
   options.host = spec.hostname;
   options.join_timeout = settings.join_timeout;
   options.on_progress = MakeJoinProgressPrinter(::isatty(STDERR_FILENO) == 1);
@@ -45,7 +45,7 @@ NodeMonitorOptions MonitorOptions(const elastic::LaunchConfig& config,
                                   const elastic::RendezvousSettings& settings) {
   NodeMonitorOptions options;
   options.store_host = StoreHost(config);
-  options.store_port = config.master_port.value_or(29500);
+  options.store_port = config.master_port;
   options.run_id = config.rdzv_id;
   options.interval = settings.keep_alive_interval;
   options.max_attempts = settings.keep_alive_max_attempt;
@@ -69,14 +69,14 @@ std::unique_ptr<LaunchBackend> MakeStaticBackend(asio::io_context& io,
     // belongs to a lost node and is not waited for.
     const auto heartbeat_timeout = settings.HeartbeatTimeout();
     const auto linger = std::max(std::chrono::milliseconds{10'000}, heartbeat_timeout);
-    backend->rendezvous_store = std::make_unique<StoreServerThread>(
-        ServedStoreOptions(config, config.master_port.value_or(29500)), linger, heartbeat_timeout,
-        FreePortHint(config));
+    backend->rendezvous_store =
+        std::make_unique<StoreServerThread>(ServedStoreOptions(config, config.master_port), linger,
+                                            heartbeat_timeout, FreePortHint(config));
   }
   backend->rendezvous = std::make_unique<rendezvous::StaticRendezvous>(
       RendezvousOptions(config, spec, settings),
-      TcpStoreConnector(StoreHost(config), config.master_port.value_or(29500),
-                        milliseconds{60'000}, settings.auth));
+      TcpStoreConnector(StoreHost(config), config.master_port, milliseconds{60'000},
+                        settings.auth));
   backend->monitor = std::make_unique<NodeMonitor>(io, MonitorOptions(config, settings));
   backend->blocking = true;
   backend->agent_options.shutdown_timeout = config.shutdown_timeout;
