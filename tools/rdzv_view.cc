@@ -1,12 +1,14 @@
 #include "tools/rdzv_view.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <chrono>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
 
+#include "common/duration.h"
 #include "common/integer.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "store/store.h"
@@ -145,11 +147,14 @@ std::string Number(const std::optional<std::int64_t>& value) {
   return value ? std::to_string(*value) : "-";
 }
 
+// "2.5 s ago"; negative when `at_ms` is ahead of `now_ms` (another clock), clamped to int64 ms.
 std::string AgeText(const std::optional<std::int64_t>& at_ms, std::int64_t now_ms) {
   if (!at_ms) return "-";
-  char text[48];
-  std::snprintf(text, sizeof text, "%.1f s ago", HeartbeatAgeSeconds(*at_ms, now_ms));
-  return text;
+  using Limits = std::numeric_limits<std::int64_t>;
+  std::int64_t age_ms = 0;
+  if (__builtin_sub_overflow(now_ms, *at_ms, &age_ms))
+    age_ms = *at_ms < 0 ? Limits::max() : Limits::min();
+  return DurationText(std::chrono::milliseconds{age_ms}, 1) + " ago";
 }
 
 // Columns padded to their widest cell, two spaces apart, each line indented by two spaces.

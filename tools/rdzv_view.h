@@ -11,10 +11,6 @@
 
 #include "rendezvous/dynamic_rendezvous.h"
 
-namespace ddprun::rendezvous {
-class store::Store;
-}
-
 namespace ddprun::tools {
 
 // Key names under "ddprun/rdzv/<run_id>/" (as DynamicRendezvous writes them).
