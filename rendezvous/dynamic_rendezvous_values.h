@@ -14,15 +14,16 @@ namespace ddprun::rendezvous::values {
 
 using Json = nlohmann::json;
 
-// An int-valued field of a value read from the store: a JSON integer within int's range
-// (get<int>() would convert a float or a larger number instead, undefined for a float).
+// An int-valued field of a value read from the store: a JSON integer within T's range
+// (get<T>() would convert a float or a larger number instead, undefined for a float).
 // Throws std::invalid_argument naming the field.
-inline int IntValue(const Json& value, const std::string& what) {
+template <typename T = int>
+T IntValue(const Json& value, const std::string& what) {
   const bool fits = value.is_number_unsigned()
-                        ? std::in_range<int>(value.get<std::uint64_t>())
-                        : value.is_number_integer() && std::in_range<int>(value.get<std::int64_t>());
+                        ? std::in_range<T>(value.get<std::uint64_t>())
+                        : value.is_number_integer() && std::in_range<T>(value.get<std::int64_t>());
   if (!fits) throw std::invalid_argument(what + " is not an int");
-  return value.get<int>();
+  return value.get<T>();
 }
 
 inline int IntField(const Json& json, const char* name) {

@@ -24,11 +24,7 @@ int Int(const Json& value, const char* name) {
   return values::IntValue(value, std::string("\"") + name + "\"");
 }
 std::int64_t Int64(const Json& value, const char* name) {
-  const bool fits = value.is_number_unsigned()
-                        ? std::in_range<std::int64_t>(value.get<std::uint64_t>())
-                        : value.is_number_integer();
-  if (!fits) throw std::invalid_argument(std::string("\"") + name + "\" is not an int64");
-  return value.get<std::int64_t>();
+  return values::IntValue<std::int64_t>(value, std::string("\"") + name + "\"");
 }
 
 NodeRecord FromJson(const Json& json) {
