@@ -288,7 +288,7 @@ void FillScript(const RawValues& raw, const SplitArgs& split, const EnvLookup& e
 // becomes c10d on localhost:0 with a random id.
 void ResolveRendezvous(LaunchConfig& config) {
   const bool implicit = config.rdzv_backend == "static" && config.rdzv_endpoint.empty() &&
-                        !config.master_port && config.max_nodes == 1;
+                        !config.given_as.contains("master_port") && config.max_nodes == 1;
   if (config.standalone_flag || implicit) {
     config.rdzv_backend = "c10d";
     config.rdzv_endpoint = "localhost:0";
@@ -296,7 +296,6 @@ void ResolveRendezvous(LaunchConfig& config) {
     config.standalone = true;
   }
   UseStaticEndpointAsMaster(config);
-  if (!config.master_port) config.master_port = 29500;
   if (config.rdzv_backend == "static") {
     if (config.rdzv_endpoint.empty()) {
       config.rdzv_endpoint = HostPort{config.master_addr, config.master_port}.ToString();

@@ -178,7 +178,7 @@ void UseStaticEndpointAsMaster(LaunchConfig& config) {
   if (config.rdzv_backend != "static" || config.rdzv_endpoint.empty()) return;
   const HostPort endpoint = ParseHostPort(config.rdzv_endpoint, config.GivenAs("rdzv_endpoint"));
   config.master_addr = endpoint.host;
-  config.master_port = endpoint.port;
+  config.master_port = endpoint.port.value_or(kDefaultMasterPort);
 }
 
 void ReadAuthentication(LaunchConfig& config, const EnvLookup& env) {

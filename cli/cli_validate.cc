@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <charconv>
 #include <climits>
 #include <cmath>
 #include <csignal>
@@ -14,6 +13,7 @@
 
 #include "common/errors.h"
 #include "common/exit_status.h"
+#include "common/integer.h"
 #include "cli/cli_internal.h"
 
 namespace ddprun::cli {
@@ -28,20 +28,6 @@ constexpr const char* kStreamsAccepted =
   throw UsageError(name + "=" + text + ": " + why);
 }
 
-// Python int(): optional sign, decimal digits, surrounding blanks.
-std::optional<long long> ParseInteger(std::string text) {
-  const auto first = text.find_first_not_of(" \t");
-  const auto last = text.find_last_not_of(" \t");
-  if (first == std::string::npos) return std::nullopt;
-  text = text.substr(first, last - first + 1);
-  if (text.starts_with('+') && text.size() > 1 && text[1] != '-') text.erase(0, 1);
-  long long value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
-
 std::vector<std::string> Split(const std::string& text, char separator) {
   std::vector<std::string> parts;  // Python's str.split(separator): empty items kept
   boost::algorithm::split(parts, text, [separator](char c) { return c == separator; });
@@ -51,6 +37,9 @@ std::vector<std::string> Split(const std::string& text, char separator) {
 std::string Strip(const std::string& text) {
   return boost::algorithm::trim_copy_if(text, boost::algorithm::is_any_of(" \t"));
 }
+
+// Python int(): ParseInt's optional sign and decimal digits, within surrounding blanks.
+std::optional<long long> ParseInteger(const std::string& text) { return ParseInt(Strip(text)); }
 
 bool IsStreamPair(const std::string& item) {
   return item.size() == 3 && std::isdigit(static_cast<unsigned char>(item[0])) && item[1] == ':' &&
@@ -66,7 +55,7 @@ std::pair<int, int> ParseNnodes(const std::string& text, const std::string& name
   std::vector<long long> values;
   for (const std::string& part : parts) {
     const auto value = ParseInteger(part);
-    if (!value) Fail(name, text, "'" + part + "' is not an integer; " + kNnodesAccepted);
+    if (!value) Fail(name, text, NotAnInteger(part) + "; " + kNnodesAccepted);
     values.push_back(*value);
   }
   const long long min = values.front();

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
 
 #include "common/errors.h"
+#include "common/integer.h"
 
 namespace ddprun::cli {
 namespace {
@@ -34,13 +34,10 @@ using Entry = std::vector<Part>;
 [[noreturn]] void Malformed(const std::string& why) { throw std::invalid_argument(why); }
 
 unsigned long long ParseBound(const std::string& digits) {
-  unsigned long long value = 0;
-  const char* end = digits.data() + digits.size();
-  const auto [ptr, ec] = std::from_chars(digits.data(), end, value);
-  if (digits.empty() || ec != std::errc() || ptr != end) {
-    Malformed("'" + digits + "' in brackets is not a number");
-  }
-  return value;
+  const bool plain = digits.find_first_not_of("0123456789") == std::string::npos;  // no sign
+  const auto value = plain ? ParseInt(digits) : std::nullopt;
+  if (!value) Malformed("in brackets, " + NotAnInteger(digits));
+  return static_cast<unsigned long long>(*value);
 }
 
 Range ParseRange(const std::string& item) {
@@ -158,14 +155,12 @@ class PresetReader {
 
   long long CheckedInteger(const std::string& variable, const std::string& value, long long min,
                            long long max, const std::string& expected) const {
-    long long number = 0;
-    const char* end = value.data() + value.size();
-    const auto [ptr, ec] = std::from_chars(value.data(), end, number);
-    const bool digits_only = !value.empty() && value.find_first_not_of("0123456789") == npos;
-    if (!digits_only || ec != std::errc() || ptr != end || number < min || number > max) {
+    const bool digits_only = value.find_first_not_of("0123456789") == npos;  // no sign
+    const auto number = digits_only ? ParseInt(value) : std::nullopt;
+    if (!number || *number < min || *number > max) {
       Fail(variable + "=" + value + ": expected " + expected);
     }
-    return number;
+    return *number;
   }
 
   [[noreturn]] void Fail(const std::string& what) const { throw UsageError(prefix_ + what); }

@@ -3,11 +3,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <charconv>
+#include <climits>
 #include <optional>
 #include <thread>
 
 #include "common/errors.h"
+#include "common/integer.h"
 
 namespace ddprun::cli {
 namespace {
@@ -27,11 +28,9 @@ std::string CudaErrorText(void* library, int code) {
 }
 
 std::optional<int> ParsePositive(const std::string& text) {
-  int value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data() + (text.starts_with('+') ? 1 : 0), end, value);
-  if (ec != std::errc() || ptr != end || value <= 0) return std::nullopt;
-  return value;
+  const auto value = ParseInt(text);
+  if (!value || *value <= 0 || *value > INT_MAX) return std::nullopt;
+  return static_cast<int>(*value);
 }
 
 int RequireGpus(const std::string& text, const std::string& name, const GpuCounter& gpus) {

@@ -3,17 +3,19 @@
 #include <algorithm>
 
 #include "common/errors.h"
+#include "common/integer.h"
 
 namespace ddprun {
 namespace {
 
 int ParsePort(const std::string& digits, const std::string& text, const std::string& what) {
-  const bool numeric = !digits.empty() && digits.size() <= 5 &&
-                       std::all_of(digits.begin(), digits.end(), ::isdigit);
-  if (!numeric || std::stoi(digits) > 65535) {
+  const bool numeric =
+      digits.size() <= 5 && std::all_of(digits.begin(), digits.end(), ::isdigit);  // no sign
+  const auto port = numeric ? ParseInt(digits) : std::nullopt;
+  if (!port || *port > 65535) {
     throw UsageError(what + "=" + text + ": the port must be an integer between 0 and 65535");
   }
-  return std::stoi(digits);
+  return static_cast<int>(*port);
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 
 namespace ddprun {
 
+// torchrun's default port of the master (node 0's store): --master_port, MASTER_PORT.
+inline constexpr int kDefaultMasterPort = 29500;
+
 struct HostPort {
   std::string host;
   std::optional<int> port;

@@ -1,6 +1,7 @@
 // The Agent's multi-node half: peers' events, failure records, barriers.
 #include <csignal>
 
+#include "common/duration.h"
 #include "common/logging.h"
 #include "elastic/agent.h"
 
@@ -175,8 +176,8 @@ void Agent::RunBarrier(const std::string& name, std::chrono::milliseconds timeou
       [then = std::move(then), completed, barrier, timeout](std::exception_ptr error) {
         const bool done = !error && *completed;
         if (!done && !barrier->Cancelled()) {
-          spdlog::warn("Error waiting on exit barrier (timeout {} s); going on",
-                       timeout.count() / 1000);
+          spdlog::warn("Error waiting on exit barrier (timeout {}); going on",
+                       DurationText(timeout));
         }
         then(done);
       });

@@ -4,6 +4,9 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
+
+#include "common/integer.h"
 
 namespace ddprun::elastic {
 namespace {
@@ -22,9 +25,10 @@ std::string FallbackMessage(const WorkerExit& exit) {
 }
 
 SystemTime FromEpochSeconds(const nlohmann::json& value) {
-  const long long seconds = value.is_string() ? std::stoll(value.get<std::string>())
-                                              : value.get<long long>();
-  return SystemTime{std::chrono::seconds{seconds}};
+  if (!value.is_string()) return SystemTime{std::chrono::seconds{value.get<long long>()}};
+  const auto seconds = ParseInt(value.get<std::string>());
+  if (!seconds) throw std::invalid_argument("timestamp=" + NotAnInteger(value.get<std::string>()));
+  return SystemTime{std::chrono::seconds{*seconds}};
 }
 
 // Fills message and time from torchrun's error-file JSON; throws on an unexpected shape.

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/host_port.h"
+
 namespace ddprun::store {
 class AuthKey;
 }  // namespace ddprun::store
@@ -89,7 +91,7 @@ struct LaunchConfig {
   bool standalone_flag = false;  // --standalone given (prints the banner)
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  std::optional<int> master_port;  // none: free port for single node, else 29500
+  int master_port = kDefaultMasterPort;  // --master_port, MASTER_PORT or the static endpoint's
   std::optional<std::string> local_addr;
 
   // Agent behaviour.

@@ -1,7 +1,9 @@
 #include "elastic/session_sweep.h"
 
 #include <algorithm>
-#include <charconv>
+#include <utility>
+
+#include "common/integer.h"
 
 namespace ddprun::elastic {
 namespace {
@@ -17,10 +19,10 @@ void SessionSweep::Feed(std::string_view bytes) {
       partial_.push_back(c);
       continue;
     }
-    int session = 0;
-    const char* end = partial_.data() + partial_.size();
-    const auto [stop, error] = std::from_chars(partial_.data(), end, session);
-    if (error == std::errc() && stop == end && partial_.size() <= kMaxLine) Guard(session);
+    const auto session = ParseInt(partial_);
+    if (session && std::in_range<int>(*session) && partial_.size() <= kMaxLine) {
+      Guard(static_cast<int>(*session));
+    }
     partial_.clear();
   }
   // Bounded memory whatever arrives: an over-long line can never parse, so keep only enough of

@@ -24,7 +24,7 @@ void CheckConfig(const LaunchConfig& config) {
   Require(config.min_nodes >= 1 && config.min_nodes <= config.max_nodes, "nnodes out of range");
   Require(config.nproc_per_node >= 1, "nproc_per_node below 1");
   Require(config.node_rank >= 0, "negative node rank");
-  Require(config.master_port && *config.master_port >= 0 && *config.master_port <= 65535,
+  Require(config.master_port >= 0 && config.master_port <= 65535,
           "master port unresolved or out of range");
   Require(config.rdzv_backend == "static" || config.rdzv_backend == "c10d" ||
               config.rdzv_backend == "etcd" || config.rdzv_backend == "etcd-v2",

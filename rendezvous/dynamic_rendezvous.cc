@@ -1,5 +1,6 @@
 #include "rendezvous/dynamic_rendezvous.h"
 
+#include "common/duration.h"
 #include "rendezvous/dynamic_rendezvous_values.h"
 
 #include <algorithm>
@@ -15,7 +16,7 @@ using std::chrono::milliseconds;
 using Json = nlohmann::json;
 using values::IntAt;
 using values::IntField;
-using values::Seconds;
+using values::IntText;
 using values::WallClockMs;
 
 // A seal ADD -> its "sealed" record: the sealer's few store requests, plus member_timeout when
@@ -112,10 +113,10 @@ bool DynamicRendezvous::Resumable(const Arrival& arrival) {
   if (SeqValue{store_->Add(RoundKey(arrival.round, "seq"), 0)}.Arrivals() < mine.Arrivals()) {
     return false;
   }
-  const std::string record = RoundKey(arrival.round, "node/" + std::to_string(mine.Arrivals()));
+  const std::string record = keys_.Node(arrival.round, mine.Arrivals());
   if (!store_->Check({record})) return true;
-  const Json node = Json::parse(store_->GetString(record));
-  return node.value("addr", "") == options_.node.addr && node.value("pid", 0) == options_.node.pid;
+  const NodeDescriptor node = NodeRecord::Decode(store_->GetString(record)).node;
+  return node.addr == options_.node.addr && node.pid == options_.node.pid;
 }
 
 // One ADD per round tried; a sealed round sends the node on to the next one, where it waits
@@ -155,15 +156,8 @@ void DynamicRendezvous::AfterArrival(const Ticket& ticket,
   const int number = ticket.seq.Arrivals();
   const bool member = MemberBefore(previous, round);
   const NodeDescriptor& node = options_.node;
-  store_->SetString(RoundKey(round, "node/" + std::to_string(number)),
-                    Json{{"host", node.host},
-                         {"addr", node.addr},
-                         {"pid", node.pid},
-                         {"nproc", node.local_world_size},
-                         {"at", WallClockMs()},
-                         {"store", node.serves_store},
-                         {"prev", member ? previous->group_rank : -1}}
-                        .dump());
+  store_->SetString(keys_.Node(round, number),
+                    NodeRecord{node, WallClockMs(), member ? previous->group_rank : -1}.Encode());
   const bool all_accounted =
       member && MarkAccounted(round, previous->group_rank, previous->group_world_size);
   if (number == 1) store_->SetString(keys_.Hint(), std::to_string(round));
@@ -212,7 +206,7 @@ void DynamicRendezvous::AwaitEndOf(int round, const Ticket& mine, Clock::time_po
                                  std::to_string(options_.max_nodes) +
                                  " nodes) and none of its nodes left within "
                                  "join_timeout=" +
-                                 Seconds(options_.join_timeout) +
+                                 DurationText(options_.join_timeout) +
                                  "; raise the maximum of --nnodes");
   }
   if (RoundChange::Decode(store_->GetString(RoundKey(round, "change"))).kind ==
@@ -283,22 +277,20 @@ void DynamicRendezvous::SweepSilentMembers(int round) {
   const std::string base_key = RoundKey(round - 1, "hb_base");
   const std::optional<std::int64_t> base =
       store_->Check({base_key})
-          ? std::optional<std::int64_t>(std::stoll(store_->GetString(base_key)))
+          ? std::optional<std::int64_t>(IntText(store_->GetString(base_key)))
           : std::nullopt;
   const std::int64_t now = WallClockMs();
   for (int rank = 0; rank < members; ++rank) {
     if (store_->Check({RoundKey(round, "acct/" + std::to_string(rank))})) continue;
     const std::string beat = RoundKey(round - 1, "hb_at/" + std::to_string(rank));
     const std::optional<std::int64_t> last =
-        store_->Check({beat}) ? std::optional<std::int64_t>(std::stoll(store_->GetString(beat)))
+        store_->Check({beat}) ? std::optional<std::int64_t>(IntText(store_->GetString(beat)))
                               : base;
     if (!last || now - *last <= patience) continue;
-    std::string host = "<unknown>";
-    const std::string record = RoundKey(round - 1, "node/" + std::to_string(rank + 1));
-    if (store_->Check({record})) host = Json::parse(store_->GetString(record)).value("host", host);
+    const std::string host = RecordedHost(*store_, keys_.Node(round - 1, rank + 1));
     DeclareGone(round - 1, rank,
                 {RoundChange::Kind::kNodeLost, rank, host,
-                 "heartbeats stopped " + Seconds(milliseconds{now - *last}) +
+                 "heartbeats stopped " + DurationText(milliseconds{now - *last}) +
                      " ago and it did not rejoin (seen by round " + std::to_string(round) +
                      "'s first node)"});
   }
@@ -369,7 +361,7 @@ void DynamicRendezvous::Close(int round) {
     if (Clock::now() < deadline) throw;
     throw RendezvousTimeoutError(
         "closing the rendezvous '" + options_.run_id + "' took longer than close_timeout=" +
-        Seconds(options_.close_timeout) + " (" + error.what() +
+        DurationText(options_.close_timeout) + " (" + error.what() +
         "); the other nodes learn that the job finished when their round ends; raise "
         "close_timeout in --rdzv_conf if the store is slow");
   }
@@ -398,16 +390,14 @@ std::vector<RoundMember> DynamicRendezvous::Members(int round, int count) {
   const int tickets = IntField(sealed, "nodes") + static_cast<int>(dropped.size());
   std::vector<std::string> records;
   for (int ticket = 1; ticket <= tickets && static_cast<int>(records.size()) < count; ++ticket) {
-    if (!dropped.contains(ticket)) records.push_back(RoundKey(round, "node/" + std::to_string(ticket)));
+    if (!dropped.contains(ticket)) records.push_back(keys_.Node(round, ticket));
   }
   std::vector<RoundMember> members;
   if (records.empty() || !store_->Check(records)) return members;  // one died before its record
   const std::vector<store::Bytes> values = store_->MultiGet(records);
   for (const store::Bytes& value : values) {
-    const Json node = Json::parse(store::Store::ToString(value));
     members.push_back({static_cast<int>(members.size()),
-                       {node.value("host", ""), node.value("addr", ""), node.value("pid", 0),
-                        node.value("nproc", 1), node.value("store", false)}});
+                       NodeRecord::Decode(store::Store::ToString(value)).node});
   }
   return members;
 }
@@ -440,11 +430,8 @@ void DynamicRendezvous::SeedMovedStore(const FormedRound& basis,
   write_marker(false);
   store_->SetString(keys_.Hint(), std::to_string(round + 1));
   for (const RoundMember& member : members) {  // for views and the sweep's messages
-    const NodeDescriptor& node = member.node;
-    store_->SetString(RoundKey(round, "node/" + std::to_string(member.group_rank + 1)),
-                      Json{{"host", node.host}, {"addr", node.addr}, {"pid", node.pid},
-                           {"nproc", node.local_world_size}, {"store", node.serves_store}}
-                          .dump());
+    const NodeRecord seeded{member.node, std::nullopt, std::nullopt};  // no arrival time, no prev
+    store_->SetString(keys_.Node(round, member.group_rank + 1), seeded.Encode());
   }
   store_->SetString(RoundKey(round, "sealed"), Json{{"nodes", basis.group_world_size},
                                                     {"world", basis.global_world_size},
@@ -475,7 +462,7 @@ void DynamicRendezvous::ThrowTooFew(int round) {
   throw RendezvousTimeoutError("only " + std::to_string(arrived) + " of the minimum " +
                                std::to_string(options_.min_nodes) + " nodes joined round " +
                                std::to_string(round) +
-                               " within join_timeout=" + Seconds(options_.join_timeout) +
+                               " within join_timeout=" + DurationText(options_.join_timeout) +
                                "; start the missing nodes or lower the minimum of --nnodes");
 }
 

@@ -73,6 +73,10 @@ struct RendezvousKeys {
   std::string Round(int round, const std::string& name) const {
     return Prefix() + "r" + std::to_string(round) + "/" + name;
   }
+  // The NodeRecord of the round's arrival with `ticket` (1, 2, ...): "r<round>/node/<ticket>".
+  std::string Node(int round, int ticket) const {
+    return Round(round, "node/" + std::to_string(ticket));
+  }
 };
 
 // What a node announces about itself when it joins a round.
@@ -83,6 +87,26 @@ struct NodeDescriptor {
   int local_world_size = 1;
   bool serves_store = false;  // this node's agent serves the rendezvous store
 };
+
+// What RendezvousKeys::Node holds (layout above): the descriptor of the node with that ticket,
+// written when it takes the ticket (or by the seeder of a moved store), read by the round's other
+// nodes, the monitors and `ddprun-store rdzv`. The one codec of that JSON.
+struct NodeRecord {
+  NodeDescriptor node;
+  std::optional<std::int64_t> at_ms;  // wall clock (epoch ms) at its arrival; none when seeded
+  std::optional<int> prev;  // its group rank in the previous round, -1 a newcomer; none when seeded
+
+  std::string Encode() const;  // at_ms and prev only when set
+  // A missing field takes its default (host and addr "", pid 0, nproc 1, store false, no at or
+  // prev): the protocol reads what it needs. Throws std::invalid_argument ("malformed node
+  // descriptor: ...") for text that is not a JSON object, or a field of another type (ints
+  // within int's range, at within int64's).
+  static NodeRecord Decode(const std::string& text);
+};
+
+// The host named by the NodeRecord at `node_key` (RendezvousKeys::Node), for messages about that
+// node: "<unknown>" when there is no record or it names none.
+std::string RecordedHost(store::Store& store, const std::string& node_key);
 
 // A member of a formed round, as the others know it.
 struct RoundMember {
@@ -212,6 +236,7 @@ class DynamicRendezvous {
   std::string RoundKey(int round, const std::string& name) const {
     return keys_.Round(round, name);
   }
+  std::string NodeKey(int round, int ticket) const { return keys_.Node(round, ticket); }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -15,6 +15,7 @@ namespace {
 using std::chrono::milliseconds;
 using Json = nlohmann::json;
 using values::IntField;
+using values::IntText;
 using values::WallClockMs;
 
 constexpr milliseconds kRecordWait{1'000};  // a node's ADD -> the key it writes right after
@@ -91,7 +92,7 @@ std::optional<SeqValue> DynamicRendezvous::RecordedSeq(int round, const std::str
   } catch (const store::StoreTimeout&) {
     return std::nullopt;
   }
-  return SeqValue{std::stoll(store_->GetString(RoundKey(round, name)))};
+  return SeqValue{IntText(store_->GetString(RoundKey(round, name)))};
 }
 
 // Without the record (the sealer died between its ADD and that write), the counter as it is.
@@ -158,26 +159,26 @@ DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
   int late_members = 0;
   for (int ticket = 1; ticket <= nodes; ++ticket) {
     if (skipped.contains(ticket)) continue;
-    const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
+    const std::string record = keys_.Node(round, ticket);
     try {  // written right after the node's ADD; a node that died in between does not count
       store_->Wait({record}, std::max(options_.keep_alive_interval, milliseconds{1000}));
     } catch (const store::StoreTimeout&) {
       continue;
     }
-    const Json node = Json::parse(store_->GetString(record));
-    const int prev = node.value("prev", -1);
+    const NodeRecord node = NodeRecord::Decode(store_->GetString(record));
+    const int prev = node.prev.value_or(-1);
     if (prev >= 0) quorum.rejoined.insert(prev);
-    if (prev < 0) newcomers.emplace(node.value("addr", ""), node.value("pid", 0));
+    if (prev < 0) newcomers.emplace(node.node.addr, node.node.pid);
   }
   // A member that never saw the previous round sealed (its store died first) came as a
   // newcomer: it is still one of the previous round's members.
   const int previous_tickets = IntField(previous, "nodes") +
                                static_cast<int>(previous.value("dropped", Json::array()).size());
   for (int ticket = 1; !newcomers.empty() && ticket <= previous_tickets; ++ticket) {
-    const std::string record = RoundKey(round - 1, "node/" + std::to_string(ticket));
+    const std::string record = keys_.Node(round - 1, ticket);
     if (!store_->Check({record})) continue;
-    const Json node = Json::parse(store_->GetString(record));
-    late_members += static_cast<int>(newcomers.erase({node.value("addr", ""), node.value("pid", 0)}));
+    const NodeDescriptor node = NodeRecord::Decode(store_->GetString(record)).node;
+    late_members += static_cast<int>(newcomers.erase({node.addr, node.pid}));
   }
   late_members += static_cast<int>(store_->Add(RoundKey(round, "late"), 0));
   quorum.survivors = static_cast<int>(quorum.rejoined.size()) + late_members;
@@ -201,18 +202,18 @@ std::vector<std::pair<int, int>> DynamicRendezvous::DeadWhileForming(int round, 
   const std::int64_t now = WallClockMs();
   std::vector<std::pair<int, int>> dropped;
   for (int ticket = 1; ticket <= nodes; ++ticket) {
-    const std::string record = RoundKey(round, "node/" + std::to_string(ticket));
+    const std::string record = keys_.Node(round, ticket);
     try {  // written right after the node's ADD; never, if it died in between
       store_->Wait({record}, options_.keep_alive_interval);
     } catch (const store::StoreTimeout&) {
       return {};  // its worker count is unknown: drop nobody (the ring watch will, later)
     }
-    const Json node = Json::parse(store_->GetString(record));
-    std::int64_t last = node.value("at", now);
+    const NodeRecord node = NodeRecord::Decode(store_->GetString(record));
+    std::int64_t last = node.at_ms.value_or(now);
     const std::string beat = RoundKey(round, "fhb_at/" + std::to_string(ticket));
     if (store_->Check({beat}))
-      last = std::max<std::int64_t>(last, std::stoll(store_->GetString(beat)));
-    if (now - last > patience) dropped.emplace_back(ticket, node.value("nproc", 1));
+      last = std::max<std::int64_t>(last, IntText(store_->GetString(beat)));
+    if (now - last > patience) dropped.emplace_back(ticket, node.node.local_world_size);
   }
   if (nodes - static_cast<int>(dropped.size()) < options_.min_nodes) return {};
   return dropped;

@@ -1,5 +1,5 @@
-// Helpers shared by dynamic_rendezvous*.cc: reading ints from the JSON values the round
-// protocol keeps in the store, wall-clock milliseconds, and durations as "1.5 s".
+// Helpers shared by dynamic_rendezvous*.cc: reading ints from the JSON and text values the round
+// protocol keeps in the store, and wall-clock milliseconds.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -8,23 +8,33 @@
 #include <string>
 #include <utility>
 
+#include "common/integer.h"
+
 namespace ddprun::rendezvous::values {
 
 using Json = nlohmann::json;
 
-// An int-valued field of a value read from the store: a JSON integer within int's range
-// (get<int>() would convert a float or a larger number instead, undefined for a float).
+// An int-valued field of a value read from the store: a JSON integer within T's range
+// (get<T>() would convert a float or a larger number instead, undefined for a float).
 // Throws std::invalid_argument naming the field.
-inline int IntValue(const Json& value, const std::string& what) {
+template <typename T = int>
+T IntValue(const Json& value, const std::string& what) {
   const bool fits = value.is_number_unsigned()
-                        ? std::in_range<int>(value.get<std::uint64_t>())
-                        : value.is_number_integer() && std::in_range<int>(value.get<std::int64_t>());
+                        ? std::in_range<T>(value.get<std::uint64_t>())
+                        : value.is_number_integer() && std::in_range<T>(value.get<std::int64_t>());
   if (!fits) throw std::invalid_argument(what + " is not an int");
-  return value.get<int>();
+  return value.get<T>();
 }
 
 inline int IntField(const Json& json, const char* name) {
   return IntValue(json.at(name), std::string("\"") + name + "\"");
+}
+
+// An integer kept as text (a beat's time, a counter): throws std::invalid_argument otherwise.
+inline std::int64_t IntText(const std::string& text) {
+  const auto value = ParseInt(text);
+  if (!value) throw std::invalid_argument(NotAnInteger(text));
+  return *value;
 }
 
 inline int IntAt(const Json& array, std::size_t index) {
@@ -35,14 +45,6 @@ inline std::int64_t WallClockMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-inline std::string Seconds(std::chrono::milliseconds duration) {
-  const double seconds = static_cast<double>(duration.count()) / 1000.0;
-  std::string text = std::to_string(seconds);
-  text.erase(text.find_last_not_of('0') + 1);
-  if (text.back() == '.') text.pop_back();
-  return text + " s";
 }
 
 }  // namespace ddprun::rendezvous::values

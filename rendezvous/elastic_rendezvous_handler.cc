@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/duration.h"
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "store/prefix_store.h"
@@ -13,8 +14,6 @@ using std::chrono::milliseconds;
 using Json = nlohmann::json;
 constexpr milliseconds kOwnConnectTimeout{10'000};  // a barrier's own connection
 constexpr int kMaxMovesPerJoin = kSuccessorCandidates + 1;
-
-double InSeconds(milliseconds duration) { return static_cast<double>(duration.count()) / 1000.0; }
 
 }  // namespace
 
@@ -117,14 +116,13 @@ void ElasticRendezvousHandler::AwaitReplicatedStore(
   const char* limit_name = answered_ ? "join timeout" : "read timeout";
   if (!outage_since_) {
     outage_since_ = attempt_started;  // the failed call itself waited (the client's patience)
-    spdlog::warn("the rendezvous store does not answer ({}); retrying until the {} ({:g} s)",
-                 error.what(), limit_name, InSeconds(limit));
+    spdlog::warn("the rendezvous store does not answer ({}); retrying until the {} ({})",
+                 error.what(), limit_name, DurationText(limit));
   }
   if (now - *outage_since_ >= limit) {
-    throw RendezvousConnectionError(
-        fmt::format("the rendezvous store {} for the {} ({:g} s): {}",
-                    answered_ ? "did not answer" : "never answered", limit_name, InSeconds(limit),
-                    error.what()));
+    throw RendezvousConnectionError(fmt::format("the rendezvous store {} for the {} ({}): {}",
+                                                answered_ ? "did not answer" : "never answered",
+                                                limit_name, DurationText(limit), error.what()));
   }
   if (!site_.Pause(options_.outage_retry)) ThrowClosed();
 }

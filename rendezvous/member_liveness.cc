@@ -1,14 +1,8 @@
 #include "rendezvous/member_liveness.h"
 
-#include <cstdio>
+#include "common/duration.h"
 
 namespace ddprun::rendezvous {
-
-std::string SecondsText(std::chrono::milliseconds duration) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(duration.count()) / 1000.0);
-  return text;
-}
 
 HeartbeatCounterLiveness::HeartbeatCounterLiveness(LivenessScope scope, TimePoint start)
     : scope_(std::move(scope)), neighbour_(scope_.timeout, start) {}
@@ -29,7 +23,7 @@ bool HeartbeatCounterLiveness::NeighbourGone(TimePoint now) {
 }
 
 std::string HeartbeatCounterLiveness::WhyGone(TimePoint now) const {
-  return "heartbeats stopped " + SecondsText(neighbour_.SilentFor(now)) +
+  return "heartbeats stopped " + DurationText(neighbour_.SilentFor(now), 1) +
          " ago (keep_alive_interval x keep_alive_max_attempt)";
 }
 

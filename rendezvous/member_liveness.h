@@ -59,7 +59,4 @@ class HeartbeatCounterLiveness : public MemberLiveness {
   HeartbeatWatch neighbour_;
 };
 
-// "1.5 s".
-std::string SecondsText(std::chrono::milliseconds duration);
-
 }  // namespace ddprun::rendezvous

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "common/duration.h"
 #include "common/host_port.h"
+#include "common/integer.h"
 #include "store/prefix_store.h"
 
 namespace ddprun::rendezvous {
@@ -17,8 +19,6 @@ std::chrono::milliseconds Ms(std::chrono::steady_clock::duration duration) {
 
 std::string JoinKey(int node_rank) { return "ddprun/join/" + std::to_string(node_rank); }
 constexpr const char* kWorkerPortKey = "ddprun/worker_port";
-
-std::string Seconds(std::chrono::milliseconds ms) { return std::to_string(ms.count() / 1000); }
 
 }  // namespace
 
@@ -90,7 +90,7 @@ void StaticRendezvous::ConnectUntil(Clock::time_point start, Clock::time_point d
   }
   Report(0, start, true);
   throw RendezvousTimeoutError(
-      "rendezvous timed out after " + Seconds(options_.join_timeout) + " s: node 0's store at " +
+      "rendezvous timed out after " + DurationText(options_.join_timeout) + ": node 0's store at " +
       HostPort{options_.master_addr, options_.master_port}.ToString() + " never answered (" +
       last_error + "); start node 0, check --master_addr/--master_port, or raise --rdzv_conf "
       "join_timeout=SECONDS");
@@ -114,7 +114,7 @@ void StaticRendezvous::WaitForAll(store::Store& store, Clock::time_point start,
     if (Clock::now() >= deadline) {
       Report(joined, start, true);
       throw RendezvousTimeoutError(
-          "rendezvous timed out after " + Seconds(options_.join_timeout) + " s: " +
+          "rendezvous timed out after " + DurationText(options_.join_timeout) + ": " +
           std::to_string(joined) + "/" + std::to_string(options_.num_nodes) +
           " nodes joined; missing node_rank " + missing + " (waiting at " +
           HostPort{options_.master_addr, options_.master_port}.ToString() +
@@ -126,11 +126,8 @@ void StaticRendezvous::WaitForAll(store::Store& store, Clock::time_point start,
 
 int StaticRendezvous::WorkerPort(store::Store& round_store) {
   const std::string text = round_store.GetString(kWorkerPortKey);
-  try {
-    const int port = std::stoi(text);
-    if (port > 0 && port < 65536) return port;
-  } catch (const std::exception&) {
-  }
+  const auto port = ParseInt(text);
+  if (port && *port > 0 && *port < 65536) return static_cast<int>(*port);
   throw RendezvousConnectionError("the round's worker store port '" + text +
                                   "' published by node 0 is not a port");
 }

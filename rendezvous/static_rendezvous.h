@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/host_port.h"
 #include "rendezvous/rendezvous_handler.h"
 
 namespace ddprun::rendezvous {
@@ -31,7 +32,7 @@ struct StaticRendezvousOptions {
   int node_rank = 0;
   int num_nodes = 1;
   std::string master_addr = "127.0.0.1";  // workers' MASTER_ADDR, and where the store is
-  int master_port = 29500;
+  int master_port = kDefaultMasterPort;
   std::string host;  // this node's name, announced to the others
   std::chrono::milliseconds join_timeout{900'000};
   std::function<void(const JoinProgress&)> on_progress;  // optional; called on the caller's thread

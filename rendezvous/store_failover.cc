@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/duration.h"
 #include "rendezvous/rendezvous_handler.h"
 
 namespace ddprun::rendezvous {
@@ -10,11 +11,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
-
-std::string TenthsText(milliseconds duration) {  // "2.5 s"
-  return std::to_string(duration.count() / 1000) + "." +
-         std::to_string(duration.count() % 1000 / 100) + " s";
-}
 
 }  // namespace
 
@@ -93,7 +89,7 @@ StoreAt StoreFailover::Succeed(const FailoverBasis& basis, int my_group_rank, co
   throw RendezvousConnectionError(
       "the rendezvous store was lost and none of the " + std::to_string(order.size()) +
       " successor candidates of round " + std::to_string(basis.round.round) +
-      " (its first members) served it within " + TenthsText(options_.window) +
+      " (its first members) served it within " + DurationText(options_.window, 1) +
       " each; the job cannot go on: restart it, or check the network between the nodes");
 }
 

@@ -336,4 +336,8 @@ std::optional<std::int64_t> ParseCounter(const Bytes& value) {
   return static_cast<std::int64_t>(parsed);
 }
 
+std::string NotACounter(const std::string& key) {
+  return "ADD on key '" + key + "': its value is not an integer";
+}
+
 }  // namespace ddprun::store

@@ -98,4 +98,8 @@ std::uint64_t LoadU64(const std::uint8_t* data);
 // trailing junk ignored). nullopt when it does not start with a number or overflows.
 std::optional<std::int64_t> ParseCounter(const Bytes& value);
 
+// Why an ADD on `key` fails when ParseCounter refuses its value (the value itself is not shown: it
+// may be any bytes): "ADD on key 'k': its value is not an integer".
+std::string NotACounter(const std::string& key);
+
 }  // namespace ddprun::store

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/host_port.h"
 #include "store/store.h"
 #include "store/store_auth.h"
 #include "store/store_protocol.h"
@@ -22,7 +23,7 @@ namespace ddprun::store {
 
 struct ClientOptions {
   std::string host = "127.0.0.1";
-  int port = 29500;
+  int port = kDefaultMasterPort;
   std::chrono::milliseconds timeout = Store::kDefaultTimeout;  // Get/Wait and each reply
   std::chrono::milliseconds connect_timeout{60'000};
   Generation generation = Generation::kValidated;

@@ -36,7 +36,7 @@ std::int64_t KeySpace::Add(const std::string& key, std::int64_t delta) {
   std::int64_t sum = delta;
   if (const Bytes* current = Find(key)) {
     const auto value = ParseCounter(*current);
-    if (!value) throw KeySpaceError("ADD " + key + ": the stored value is not a number");
+    if (!value) throw KeySpaceError(NotACounter(key));
     if (__builtin_add_overflow(*value, delta, &sum)) {
       throw KeySpaceError("ADD " + key + ": the counter would overflow");
     }

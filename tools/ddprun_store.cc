@@ -13,6 +13,7 @@
 #include "common/asio.h"
 #include "common/errors.h"
 #include "common/host_port.h"
+#include "common/integer.h"
 #include "common/logging.h"
 #include "common/version.h"
 #include "cli/cli.h"
@@ -29,7 +30,7 @@ using store::Store;
 
 struct ClientFlags {
   std::string host = "127.0.0.1";
-  int port = 29500;
+  int port = kDefaultMasterPort;
   double timeout_s = 30;
   double connect_timeout_s = 10;
   bool legacy = false;
@@ -38,7 +39,7 @@ struct ClientFlags {
 };
 
 struct ServeFlags {
-  store::ServerOptions options{"::", 29500, {}, 1, nullptr};
+  store::ServerOptions options{"::", kDefaultMasterPort, {}, 1, nullptr};
   std::string token_file;
 };
 
@@ -116,14 +117,9 @@ int Serve(const ServeFlags& flags) {
   return 0;
 }
 
-std::int64_t ParseInt(const std::string& text, const std::string& what) {
-  try {
-    std::size_t used = 0;
-    const long long value = std::stoll(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(what + " must be an integer, got '" + text + "'");
+std::int64_t IntegerArgument(const std::string& text, const std::string& what) {
+  if (const auto value = ParseInt(text)) return *value;
+  throw UsageError(what + "=" + NotAnInteger(text));
 }
 
 constexpr std::uint32_t kPingNonce = 0x64647072;  // "ddpr"
@@ -137,7 +133,7 @@ struct ClientCommands {
     auto store = Connect(flags);
     if (name == "get") return PrintBytes(store.Get(args.at(0))), 0;
     if (name == "set") return store.Set(args.at(0), Store::ToBytes(args.at(1))), 0;
-    if (name == "add") return Print(store.Add(args.at(0), ParseInt(args.at(1), "DELTA")));
+    if (name == "add") return Print(store.Add(args.at(0), IntegerArgument(args.at(1), "DELTA")));
     if (name == "wait") return store.Wait(args, store.Timeout()), 0;
     if (name == "check") return Print(store.Check(args));
     if (name == "delete") return Print(store.DeleteKey(args.at(0)));

@@ -1,12 +1,15 @@
 #include "tools/rdzv_view.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <chrono>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
 
+#include "common/duration.h"
+#include "common/integer.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "store/store.h"
 
@@ -105,8 +108,7 @@ RdzvFormedRound ReadFormed(Reader& reader, int round, const RdzvSealed& sealed) 
     const std::string r = std::to_string(rank);
     RdzvMember member;
     member.group_rank = rank;
-    member.node = reader.ReadDecoded(keys.Round(round, "node/" + std::to_string(ticket)),
-                                     ParseRdzvNode);
+    member.node = reader.ReadDecoded(keys.Node(round, ticket), ParseRdzvNode);
     member.heartbeats = reader.ReadDecoded(keys.Round(round, "hb/" + r), ParseRdzvInteger);
     member.heartbeat_at_ms = reader.ReadDecoded(keys.Round(round, "hb_at/" + r), ParseRdzvInteger);
     member.gone_by = reader.Read(keys.Round(round, "gone/" + r));
@@ -127,9 +129,7 @@ RdzvFormingRound ReadForming(Reader& reader, int round, std::int64_t seq) {
   forming.min_reached = reader.Exists(keys.Round(round, "min"));
   forming.settling_since_ms = reader.ReadDecoded(keys.Round(round, "settling"), ParseRdzvInteger);
   for (int ticket = 1; ticket <= forming.arrivals; ++ticket) {
-    forming.nodes.push_back(
-        {ticket, reader.ReadDecoded(keys.Round(round, "node/" + std::to_string(ticket)),
-                                    ParseRdzvNode)});
+    forming.nodes.push_back({ticket, reader.ReadDecoded(keys.Node(round, ticket), ParseRdzvNode)});
   }
   return forming;
 }
@@ -147,11 +147,14 @@ std::string Number(const std::optional<std::int64_t>& value) {
   return value ? std::to_string(*value) : "-";
 }
 
+// "2.5 s ago"; negative when `at_ms` is ahead of `now_ms` (another clock), clamped to int64 ms.
 std::string AgeText(const std::optional<std::int64_t>& at_ms, std::int64_t now_ms) {
   if (!at_ms) return "-";
-  char text[48];
-  std::snprintf(text, sizeof text, "%.1f s ago", HeartbeatAgeSeconds(*at_ms, now_ms));
-  return text;
+  using Limits = std::numeric_limits<std::int64_t>;
+  std::int64_t age_ms = 0;
+  if (__builtin_sub_overflow(now_ms, *at_ms, &age_ms))
+    age_ms = *at_ms < 0 ? Limits::max() : Limits::min();
+  return DurationText(std::chrono::milliseconds{age_ms}, 1) + " ago";
 }
 
 // Columns padded to their widest cell, two spaces apart, each line indented by two spaces.
@@ -195,21 +198,13 @@ std::string Plural(std::int64_t count, const char* noun) {
 }  // namespace
 
 std::int64_t ParseRdzvInteger(const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const long long value = std::stoll(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument("not an integer: '" + text + "'");
+  if (const auto value = ParseInt(text)) return *value;
+  throw std::invalid_argument(NotAnInteger(text));
 }
 
 RdzvNode ParseRdzvNode(const std::string& text) {
-  const Json json = ParseObject(text, "node descriptor");
-  return {Field<std::string>(json, "host", "node descriptor"),
-          Field<std::string>(json, "addr", "node descriptor"),
-          Field<std::int64_t>(json, "pid", "node descriptor"),
-          Field<std::int64_t>(json, "nproc", "node descriptor")};
+  const rendezvous::NodeDescriptor node = rendezvous::NodeRecord::Decode(text).node;
+  return {node.host, node.addr, node.pid, node.local_world_size};
 }
 
 RdzvChange ParseRdzvChange(const std::string& text) {

@@ -16,7 +16,7 @@ namespace ddprun::tools {
 // Key names under "ddprun/rdzv/<run_id>/" (as DynamicRendezvous writes them).
 using RdzvKeys = rendezvous::RendezvousKeys;  // the protocol's own key names
 
-// `node/<ticket>`: {host, addr, pid, nproc}.
+// `node/<ticket>`: the host, addr, pid and nproc of its rendezvous::NodeRecord.
 struct RdzvNode {
   std::string host;
   std::string addr;
@@ -91,7 +91,7 @@ struct RdzvView {
 
 // Decoders; each throws std::invalid_argument saying what is wrong with `text`.
 std::int64_t ParseRdzvInteger(const std::string& text);
-RdzvNode ParseRdzvNode(const std::string& text);
+RdzvNode ParseRdzvNode(const std::string& text);  // NodeRecord::Decode: missing fields default
 RdzvChange ParseRdzvChange(const std::string& text);
 RdzvSealed ParseRdzvSealed(const std::string& text);
 

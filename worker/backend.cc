@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "common/duration.h"
 #include "common/errors.h"
 #include "worker/gloo_communicator.h"
 #include "worker/local_address.h"
@@ -28,11 +29,6 @@ bool VoteForNccl(const WorkerEnv& env, Store& store, std::chrono::milliseconds t
   return store.Add("nccl_unusable", 0) == 0;
 }
 
-std::string Seconds(std::chrono::milliseconds timeout) {
-  auto text = std::to_string(timeout.count() / 1000.0);
-  return text.substr(0, text.find('.') + 2) + " s";
-}
-
 // How many ranks reached the store, or -1 when the store is gone too.
 std::int64_t JoinedRanks(Store& store) {
   try {
@@ -47,9 +43,8 @@ std::int64_t JoinedRanks(Store& store) {
                                  std::chrono::milliseconds timeout, const std::string& what) {
   auto joined = JoinedRanks(store);
   std::string world = "WORLD_SIZE=" + std::to_string(env.world_size);
-  std::string message = "rank " + std::to_string(env.rank) + "/" +
-                        std::to_string(env.world_size) + ": rendezvous timed out after " +
-                        Seconds(timeout) + ": ";
+  std::string message = "rank " + std::to_string(env.rank) + "/" + std::to_string(env.world_size) +
+                        ": rendezvous timed out after " + DurationText(timeout, 1) + ": ";
   if (joined >= 0 && joined < env.world_size) {
     message += "only " + std::to_string(joined) + " of " + world + " ranks joined";
   } else {

@@ -1,10 +1,10 @@
 #include "worker/worker_env.h"
 
-#include <charconv>
 #include <cstdlib>
 
 #include "common/env_names.h"
 #include "common/errors.h"
+#include "common/integer.h"
 
 namespace ddprun::worker {
 namespace {
@@ -18,21 +18,18 @@ std::string Required(const EnvLookup& lookup, const char* name) {
   return *value;
 }
 
-int ParseInt(const char* name, const std::string& text, int min, int max) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    throw UsageError(std::string(name) + "='" + text + "' is not an integer");
-  }
-  if (value < min || value > max) {
+int IntIn(const char* name, const std::string& text, int min, int max) {
+  const auto value = ParseInt(text);
+  if (!value) throw UsageError(std::string(name) + "=" + NotAnInteger(text));
+  if (*value < min || *value > max) {
     throw UsageError(std::string(name) + "=" + text + " is out of range " +
                      std::to_string(min) + ".." + std::to_string(max));
   }
-  return value;
+  return static_cast<int>(*value);
 }
 
 int RequiredInt(const EnvLookup& lookup, const char* name, int min, int max) {
-  return ParseInt(name, Required(lookup, name), min, max);
+  return IntIn(name, Required(lookup, name), min, max);
 }
 
 void CheckBelow(const char* name, int value, const char* limit_name, int limit) {
@@ -71,7 +68,7 @@ WorkerEnv ReadWorkerEnv(const EnvLookup& lookup) {
   out.master_port = RequiredInt(lookup, env::kMasterPort, 1, 65535);
   auto restart = lookup(env::kRestartCount);
   if (restart && !restart->empty()) {
-    out.restart_count = ParseInt(env::kRestartCount, *restart, 0, kMaxInt);
+    out.restart_count = IntIn(env::kRestartCount, *restart, 0, kMaxInt);
   }
   out.use_agent_store = ParseUseAgentStore(lookup);
   return out;

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/logging.h"
@@ -115,12 +114,8 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
   // The change wakes this watch too (and every other member's) on its next Wait.
   void DeclareLost(store::Store& store, rendezvous::DynamicRendezvous& rendezvous,
                    const std::string& why) {
-    std::string host = "<unknown>";
-    const std::string node_key =
-        rendezvous.RoundKey(round_, "node/" + std::to_string(neighbour_ + 1));
-    if (store.Check({node_key})) {
-      host = nlohmann::json::parse(store.GetString(node_key)).value("host", host);
-    }
+    const std::string host =
+        rendezvous::RecordedHost(store, rendezvous.NodeKey(round_, neighbour_ + 1));
     rendezvous.DeclareGone(round_, neighbour_, {Kind::kNodeLost, neighbour_, host, why});
   }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/duration.h"
 #include "store/etcd/etcd_v3.h"
 
 namespace ddprun::launcher::backend {
@@ -50,7 +51,7 @@ std::string LeaseLiveness::WhyGone(rendezvous::MemberLiveness::TimePoint now) co
            " s) expired: it stopped keeping it alive";
   }
   return "it did not show itself alive in " +
-         rendezvous::SecondsText(std::chrono::duration_cast<std::chrono::milliseconds>(now - start_));
+         DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(now - start_), 1);
 }
 
 }  // namespace ddprun::launcher::backend

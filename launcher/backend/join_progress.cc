@@ -3,6 +3,8 @@
 #include <iostream>
 #include <memory>
 
+#include "common/duration.h"
+
 namespace ddprun::launcher::backend {
 namespace {
 
@@ -13,8 +15,8 @@ struct PrinterState {
 
 std::string Line(const rendezvous::JoinProgress& p) {
   return "ddprun: waiting for nodes: " + std::to_string(p.joined) + "/" + std::to_string(p.total) +
-         " joined, " + std::to_string(p.elapsed.count() / 1000) + " s of " +
-         std::to_string(p.timeout.count() / 1000) + " s";
+         " joined, " + DurationText(std::chrono::floor<std::chrono::seconds>(p.elapsed)) + " of " +
+         DurationText(p.timeout);
 }
 
 void PrintTerminal(PrinterState& state, const rendezvous::JoinProgress& p) {
@@ -38,7 +40,7 @@ void PrintOnce(PrinterState& state, const rendezvous::JoinProgress& p) {
   if (state.started) return;
   state.started = true;
   std::cerr << "ddprun: waiting for " << p.total << " nodes to join (join_timeout "
-            << p.timeout.count() / 1000 << " s)" << std::endl;
+            << DurationText(p.timeout) << ")" << std::endl;
 }
 
 }  // namespace

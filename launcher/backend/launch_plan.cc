@@ -40,7 +40,7 @@ void PlanSingleNode(const LaunchConfig& config, LaunchPlan& plan) {
 // Node 0 serves the store at --master_port on store_bind (else every interface); every agent
 // is its client (node 0's on loopback). With a token the workers serve their own store.
 void PlanStatic(const LaunchConfig& config, LaunchPlan& plan) {
-  const int port = config.master_port.value_or(29500);
+  const int port = config.master_port;
   const bool authenticated = static_cast<bool>(config.rdzv_settings.auth);
   if (config.node_rank == 0) plan.served_store = ServedStore{plan.store_bind.value_or(""), port};
   plan.agent_store = HostPort{config.node_rank == 0 ? "127.0.0.1" : config.master_addr, port};

@@ -40,7 +40,7 @@ StoreEndpoint Endpoint(std::string host, int port, std::string master_addr) {
 // Without --rdzv_conf store_bind.
 StoreEndpoint DefaultSingleNodeEndpoint(const elastic::LaunchConfig& config) {
   if (config.rdzv_backend == "static" && !config.standalone) {
-    return Endpoint("", config.master_port.value_or(29500), config.master_addr);
+    return Endpoint("", config.master_port, config.master_addr);
   }
   const std::string advertised = config.local_addr.value_or(Fqdn());
   if (!config.standalone) return Endpoint("", 0, advertised);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/duration.h"
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "elastic/round_sync.h"
@@ -93,10 +94,10 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
       }
       if (stop_) return;
       if (const auto lost = BeatAndCheck(store)) {
-        const std::string why = "no heartbeat for " +
-                                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                   patience).count() / 1000.0).substr(0, 4) +
-                                " s (keep_alive_interval x keep_alive_max_attempt)";
+        const std::string why =
+            "no heartbeat for " +
+            DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(patience), 2) +
+            " (keep_alive_interval x keep_alive_max_attempt)";
         const int node = *lost;
         post_([node, why](const Events& events) { events.on_node_lost(node, why); });
         return;

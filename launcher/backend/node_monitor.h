@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/asio.h"
+#include "common/host_port.h"
 #include "launcher/backend/threaded_monitor.h"
 
 namespace ddprun::store {
@@ -20,7 +21,7 @@ namespace ddprun::launcher::backend {
 
 struct NodeMonitorOptions {
   std::string store_host = "127.0.0.1";  // node 0's store as this node reaches it
-  int store_port = 29500;
+  int store_port = kDefaultMasterPort;
   std::string run_id = "none";
   std::chrono::milliseconds interval{5000};  // rdzv_conf keep_alive_interval
   int max_attempts = 3;                      // rdzv_conf keep_alive_max_attempt

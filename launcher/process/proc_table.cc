@@ -5,20 +5,22 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <csignal>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+
+#include "common/integer.h"
 
 namespace ddprun::launcher::process {
 namespace {
 
-std::optional<int> ParseInt(std::string_view text) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
+// A pid or session id: an integer that fits an int.
+std::optional<int> IdField(std::string_view text) {
+  const auto value = ParseInt(text);
+  if (!value || !std::in_range<int>(*value)) return std::nullopt;
+  return static_cast<int>(*value);
 }
 
 // The whitespace-separated fields of `text`, up to `count` of them.
@@ -49,10 +51,10 @@ std::optional<elastic::ProcessInfo> ParseProcStat(std::string_view stat) {
   if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
     return std::nullopt;
   }
-  const auto pid = ParseInt(stat.substr(0, open));
+  const auto pid = IdField(stat.substr(0, open));
   const auto fields = Fields(stat.substr(close + 1), 4);  // state ppid pgrp session
   if (!pid || fields.size() < 4 || fields[0].size() != 1) return std::nullopt;
-  const auto session = ParseInt(fields[3]);
+  const auto session = IdField(fields[3]);
   if (!session) return std::nullopt;
   const char state = fields[0][0];
   return elastic::ProcessInfo{*pid, *session, state == 'Z' || state == 'X' || state == 'x'};
@@ -74,7 +76,7 @@ std::vector<elastic::ProcessInfo> ProcProcessTable::Snapshot() {
   const std::unique_ptr<DIR, DirCloser> dir(::opendir("/proc"));
   if (!dir) return table;
   while (const dirent* entry = ::readdir(dir.get())) {
-    const auto pid = ParseInt(entry->d_name);
+    const auto pid = IdField(entry->d_name);
     if (!pid) continue;
     if (const auto process = ReadProcStat(*pid)) table.push_back(*process);
   }

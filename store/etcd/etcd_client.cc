@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "common/asio.h"
+#include "common/duration.h"
 #include "common/errors.h"
 
 namespace ddprun::store::etcd {
@@ -38,12 +39,8 @@ class MemberError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string Seconds(std::chrono::milliseconds duration) {
-  return std::to_string(duration.count() / 1000.0).substr(0, 4) + " s";
-}
-
 std::string Problem(const boost::system::error_code& error, std::chrono::milliseconds timeout) {
-  if (error == beast::error::timeout) return "no answer within " + Seconds(timeout);
+  if (error == beast::error::timeout) return "no answer within " + DurationText(timeout, 2);
   if (error.category() == http::make_error_code(http::error::bad_version).category()) {
     return "not an HTTP server (" + error.message() + "): is it an etcd client URL?";
   }

@@ -39,7 +39,7 @@ void EtcdStore::ThrowIfInterrupted() const {
 
 std::int64_t EtcdStore::CounterOf(const std::string& key, const KeyValue& base) const {
   const auto value = ParseCounter(ToBytes(base.value));
-  if (!value) throw std::invalid_argument("ADD on key '" + key + "': its value is not an integer");
+  if (!value) throw std::invalid_argument(NotACounter(key));
   return *value;
 }
 
