@@ -20,7 +20,7 @@ namespace {
 
 using ddprun::UsageError;
 using ddprun::fuzz::Require;
-namespace cli = ddprun::launcher::cli;
+namespace cli = ddprun::cli;
 
 // Runs `parse`, ignoring UsageError.
 template <typename Fn>
