@@ -1,5 +1,5 @@
 // Helpers shared by dynamic_rendezvous*.cc: reading ints from the JSON values the round
-// protocol keeps in the store, wall-clock milliseconds, and durations as "1.5 s".
+// protocol keeps in the store, and durations as "1.5 s".
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -29,12 +29,6 @@ inline int IntField(const Json& json, const char* name) {
 
 inline int IntAt(const Json& array, std::size_t index) {
   return IntValue(array.at(index), "entry " + std::to_string(index));
-}
-
-inline std::int64_t WallClockMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 inline std::string Seconds(std::chrono::milliseconds duration) {
