@@ -4,7 +4,8 @@
 //   kAdvance (default): a pause moves the time on by its duration and returns at once, as if
 //     the wait had happened (false, without moving time, when cancelled).
 //   kUntilAdvanced: a pause blocks until the test's Advance() reaches its end, or until it is
-//     cancelled; for threads whose pace the test drives.
+//     cancelled (or, as a bound, 60 s of real time passed); for threads whose pace the test
+//     drives.
 // AwaitReads lets a test wait, with a real deadline, until code on another thread has read the
 // clock again, i.e. has looked at the time the test set.
 #pragma once
@@ -54,7 +55,7 @@ class FakeClock : public Clock {
     }
     read_.notify_all();
     const bool cancelled = cancellation.WaitUntil(
-        std::chrono::hours{1}, [&] { return elapsed_ns_.load() >= end; });
+        kLongestDrivenPause, [&] { return elapsed_ns_.load() >= end; });
     std::lock_guard lock(mutex_);
     waiting_.erase(&cancellation);
     return !cancelled;
@@ -88,6 +89,9 @@ class FakeClock : public Clock {
   // Far from zero, as a real steady clock is (a deadline minus a timeout stays positive).
   static constexpr std::chrono::hours kStart{1000};
   static constexpr std::chrono::milliseconds kWallStart{1'700'000'000'000};  // Nov 2023
+  // A driven pause the test never ends returns after this much real time (a failing test
+  // ends instead of hanging).
+  static constexpr std::chrono::seconds kLongestDrivenPause{60};
 
   const PauseMode mode_;
   std::atomic<std::int64_t> elapsed_ns_{0};

@@ -42,7 +42,7 @@ TEST_CASE("a beat moves the member's counter and stamps its wall-clock time", "[
         std::to_string(ddprun::WallClockMs(clock)));
 }
 
-TEST_CASE("a beating neighbour is alive; one silent for the timeout is gone", "[liveness]") {
+TEST_CASE("a beating neighbour is alive and one silent for the timeout is gone", "[liveness]") {
   auto store = std::make_shared<ddprun::store::InMemoryStore>();
   FakeClock clock;
   HeartbeatCounterLiveness watcher(Scope(store, 0, clock), clock.Now());

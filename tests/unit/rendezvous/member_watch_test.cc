@@ -15,7 +15,7 @@ using ddprun::rendezvous::RoundChange;
 using Kind = RoundChange::Kind;
 using Notice = ChangeNotice::Kind;
 
-TEST_CASE("another member's failure is told with its record; this member's own is not",
+TEST_CASE("another member's failure is told with its record but not this member's own",
           "[member_watch]") {
   const RoundChange failure{Kind::kFailure, 2, "host2", R"({"node_rank": 2})"};
   const ChangeNotice notice = NoticeOf(failure, 0);
@@ -25,7 +25,7 @@ TEST_CASE("another member's failure is told with its record; this member's own i
   CHECK(NoticeOf(failure, 2).kind == Notice::kNone);
 }
 
-TEST_CASE("a lost member is told with its host and why, to every member", "[member_watch]") {
+TEST_CASE("a lost member is told to every member with its host and why", "[member_watch]") {
   const RoundChange lost{Kind::kNodeLost, 1, "host1", "heartbeats stopped 4.5 s ago"};
   for (int me : {0, 1, 2}) {
     const ChangeNotice notice = NoticeOf(lost, me);
@@ -35,7 +35,7 @@ TEST_CASE("a lost member is told with its host and why, to every member", "[memb
   }
 }
 
-TEST_CASE("a node waiting, a member leaving and the job closing change the membership",
+TEST_CASE("a node waiting or leaving and the job closing change the membership",
           "[member_watch]") {
   const ChangeNotice waiting =
       NoticeOf({Kind::kNodeWaiting, -1, "host5", "node host5 is waiting to join"}, 0);
@@ -60,7 +60,7 @@ TEST_CASE("a lost neighbour is declared as a lost node of its group rank and hos
   CHECK(change.detail == "heartbeats stopped 15.0 s ago");
 }
 
-TEST_CASE("a member's host comes from its node record, unknown without one", "[member_watch]") {
+TEST_CASE("a member's host comes from its node record and is unknown without one", "[member_watch]") {
   ddprun::store::InMemoryStore store;
   const RendezvousKeys keys{"job"};
   store.SetString(keys.Round(4, "node/2"), R"({"host": "host1", "pid": 7})");  // group rank 1

@@ -77,7 +77,7 @@ TEST_CASE("node monitor: a failure record in this node's inbox is posted", "[nod
   CHECK(event->text == "worker 2 failed");
 }
 
-TEST_CASE("node monitor: a node silent for interval x attempts is lost, one that beats is not",
+TEST_CASE("node monitor: a node silent for interval x attempts is lost but not one that beats",
           "[node_monitor]") {
   Harness h;
   h.Watch(0, 3);
