@@ -50,7 +50,7 @@ TEST_CASE("a driven fake clock's pause ends when the test advances past it", "[c
   auto paused = std::async(std::launch::async, [&] { return pause.Pause(100ms); });
   REQUIRE(clock.AwaitPauses(1));
   clock.Advance(99ms);
-  CHECK(paused.wait_for(0ms) == std::future_status::timeout);
+  CHECK(paused.wait_for(100ms) == std::future_status::timeout);  // a bound for a negative
   clock.Advance(1ms);
   REQUIRE(paused.wait_for(10s) == std::future_status::ready);
   CHECK(paused.get());
