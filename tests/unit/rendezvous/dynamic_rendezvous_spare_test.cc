@@ -405,7 +405,7 @@ TEST_CASE("a round whose sealer died before publishing is settled with the seale
   job.store->SetString(Key(job, 0, "sealed_seq"), std::to_string(sealed));
   job.store->Add(Key(job, 0, "seq"), arrival);  // a late node: it goes on to round 1
   job.store->SetString(Key(job, 0, "min"), "1");  // the last call starts now
-  REQUIRE(AdvanceUntil(clock, alive, milliseconds{100}, std::chrono::seconds(30)));
+  REQUIRE(AdvanceUntil(clock, alive, milliseconds{500}, std::chrono::seconds(30)));
   const FormedRound formed = alive.get();
   CHECK(formed.group_world_size == 2);  // not 3: the late node is not in the round
   CHECK(formed.global_world_size == 4);
