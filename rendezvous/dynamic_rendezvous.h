@@ -290,7 +290,7 @@ class DynamicRendezvous {
 
   int RoundHint();
   Clock& clock() const { return *options_.clock; }
-  // What is left until `deadline`, at least 1 ms (a store wait of 0 would not wait).
+  // What is left until `deadline` on the clock, at least 1 ms.
   std::chrono::milliseconds Left(TimePoint deadline) const;
   void ThrowIfClosed();
   [[noreturn]] void ThrowTooFew(int round);

@@ -64,7 +64,9 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
         liveness_ = std::move(liveness);
         if (stop_) return;
       }
-      rendezvous::DynamicRendezvous rendezvous(options_.rendezvous, store);
+      rendezvous::DynamicRendezvousOptions on_this_clock = options_.rendezvous;
+      on_this_clock.clock = &clock_;
+      rendezvous::DynamicRendezvous rendezvous(on_this_clock, store);
       Watch(*store, rendezvous);
     } catch (const std::exception& error) {
       if (stop_) return;

@@ -28,7 +28,9 @@ struct ElasticMonitorOptions {
   std::chrono::milliseconds interval{5000};         // rdzv_conf keep_alive_interval
   int max_attempts = 3;                             // rdzv_conf keep_alive_max_attempt
   rendezvous::LivenessFactory liveness;  // none: heartbeat counters (c10d); etcd: leases
-  Clock* clock = &RealClock();  // beats, silences and the pauses between looks (not owned)
+  // Beats, silences, the pauses between looks, and the declarations (rendezvous.clock is not
+  // used). Not owned.
+  Clock* clock = &RealClock();
 };
 
 class ElasticMonitor : public ThreadedMonitor {
