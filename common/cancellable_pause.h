@@ -1,30 +1,25 @@
-// A pause that another thread can cut short for good: Pause(d) waits d, or returns false at
-// once after Cancel() (and every later Pause too). The StoreSites' Pause and Cancel.
+// A pause that another thread can cut short for good: Pause(d) waits d on `clock`, or returns
+// false at once after Cancel() (and every later Pause too). The StoreSites' Pause and Cancel,
+// the monitors' pauses, and the store clients' retry pauses.
 #pragma once
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
+
+#include "common/clock.h"
 
 namespace ddprun {
 
 class CancellablePause {
  public:
-  bool Pause(std::chrono::milliseconds duration) {
-    std::unique_lock lock(mutex_);
-    return !cancelled_cv_.wait_for(lock, duration, [this] { return cancelled_; });
-  }
-  void Cancel() {
-    {
-      std::lock_guard lock(mutex_);
-      cancelled_ = true;
-    }
-    cancelled_cv_.notify_all();
-  }
+  explicit CancellablePause(Clock& clock = RealClock()) : clock_(clock) {}
+
+  bool Pause(std::chrono::milliseconds duration) { return clock_.Pause(duration, cancellation_); }
+  void Cancel() { cancellation_.Cancel(); }
+  bool Cancelled() const { return cancellation_.Cancelled(); }
+  Clock& clock() const { return clock_; }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable cancelled_cv_;
-  bool cancelled_ = false;
+  Clock& clock_;
+  Cancellation cancellation_;
 };
 
 }  // namespace ddprun

@@ -298,7 +298,7 @@ void Agent::HandleSignal(int signal) {
 // record (FinishStoppedOnceTold); a second signal, or a peer lost meanwhile, stops the wait.
 void Agent::TellPeersLeaving(int signal, const std::string& signal_name) {
   ProcessFailure stop{0, ranks_.base_global_rank, 0, ExitStatus::Signaled(signal),
-                      std::chrono::system_clock::now(), "<N/A>",
+                      options_.clock->WallNow(), "<N/A>",
                       "the agent of node " + std::to_string(info_.group_rank) + " received " +
                           signal_name};
   telling_peers_ = true;

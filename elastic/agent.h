@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "elastic/attempt_plan.h"
 #include "elastic/blocking_runner.h"
 #include "elastic/event_sink.h"
@@ -63,6 +64,7 @@ struct AgentOptions {
   std::chrono::milliseconds shutdown_timeout{30'000};
   std::chrono::milliseconds exit_barrier_timeout{300'000};    // torchrun's exit_barrier_timeout
   std::chrono::milliseconds failure_barrier_timeout{15'000};  // node 0 outlives failing peers
+  Clock* clock = &RealClock();  // the time of the record a stopping agent leaves (not owned)
 };
 
 // Collaborators of multi-node runs; null members: blocking calls run inline, nobody watches.

@@ -17,7 +17,6 @@ using Json = nlohmann::json;
 using values::IntAt;
 using values::IntField;
 using values::IntText;
-using values::WallClockMs;
 
 // A seal ADD -> its "sealed" record: the sealer's few store requests, plus member_timeout when
 // it waits for the accounting (a seal by MAX). Past it, the sealer is taken for dead.
@@ -30,12 +29,6 @@ constexpr std::pair<RoundChange::Kind, const char*> kKindNames[] = {
     {RoundChange::Kind::kNodeLeaving, "node_leaving"},
     {RoundChange::Kind::kClosed, "closed"},
 };
-
-milliseconds Left(std::chrono::steady_clock::time_point deadline) {
-  const auto left =
-      std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-  return std::max(left, milliseconds{1});
-}
 
 }  // namespace
 
@@ -73,13 +66,18 @@ RoundChange RoundChange::Decode(const std::string& text) {
 DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<store::Store> store)
     : options_(std::move(options)), store_(std::move(store)), keys_{options_.run_id} {}
 
+milliseconds DynamicRendezvous::Left(TimePoint deadline) const {
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - clock().Now());
+  return std::max(left, milliseconds{1});
+}
+
 FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous) {
   return Join(previous, std::nullopt);
 }
 
 FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous,
                                     const std::optional<Arrival>& resume) {
-  const auto deadline = Clock::now() + options_.join_timeout;
+  const auto deadline = clock().Now() + options_.join_timeout;
   ThrowIfClosed();  // (a node late for the last round would learn it there, but not one early)
   int first = previous ? previous->round + 1 : RoundHint();
   std::optional<FormedRound> member = previous;
@@ -124,12 +122,12 @@ bool DynamicRendezvous::Resumable(const Arrival& arrival) {
 // that comes late is still accounted for in the round it missed.
 DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
                                                     const std::optional<FormedRound>& previous,
-                                                    Clock::time_point deadline) {
+                                                    TimePoint deadline) {
   const std::int64_t delta =
       SeqValue::kArrival + SeqValue::kWorker * options_.node.local_world_size;
   bool missed_one = false;
   for (;; ++round, missed_one = true) {
-    if (Clock::now() >= deadline) ThrowTooFew(round);
+    if (clock().Now() >= deadline) ThrowTooFew(round);
     const SeqValue seq{store_->Add(RoundKey(round, "seq"), delta)};
     // The MAX-th arrival's ADD counts the round's workers; arrivals after it wait for the next
     // round (a full round's spares), even before the seal.
@@ -151,13 +149,13 @@ DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
 
 void DynamicRendezvous::AfterArrival(const Ticket& ticket,
                                      const std::optional<FormedRound>& previous, bool missed_one,
-                                     Clock::time_point deadline) {
+                                     TimePoint deadline) {
   const int round = ticket.round;
   const int number = ticket.seq.Arrivals();
   const bool member = MemberBefore(previous, round);
   const NodeDescriptor& node = options_.node;
   store_->SetString(keys_.Node(round, number),
-                    NodeRecord{node, WallClockMs(), member ? previous->group_rank : -1}.Encode());
+                    NodeRecord{node, WallClockMs(clock()), member ? previous->group_rank : -1}.Encode());
   const bool all_accounted =
       member && MarkAccounted(round, previous->group_rank, previous->group_world_size);
   if (number == 1) store_->SetString(keys_.Hint(), std::to_string(round));
@@ -188,7 +186,7 @@ void DynamicRendezvous::SignalWaiting(int round, const Ticket& mine) {
 
 // Round `round` + 1 may form only once the members of `round` are leaving it, so that a
 // newcomer never starts a second group next to a running one.
-void DynamicRendezvous::AwaitEndOf(int round, const Ticket& mine, Clock::time_point deadline) {
+void DynamicRendezvous::AwaitEndOf(int round, const Ticket& mine, TimePoint deadline) {
   // No change yet: the round runs full (a node with room would have announced itself).
   if (options_.on_waiting && !store_->Check({RoundKey(round, "change")})) {
     options_.on_waiting("round " + std::to_string(round) +
@@ -217,7 +215,7 @@ void DynamicRendezvous::AwaitEndOf(int round, const Ticket& mine, Clock::time_po
 
 // Common case: two WAITs (MIN, then the seal), each answered by the server when the key comes.
 std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
-                                                        Clock::time_point deadline) {
+                                                        TimePoint deadline) {
   const std::string sealed = RoundKey(ticket.round, "sealed");
   try {
     WaitBeating(RoundKey(ticket.round, "min"), ticket, Left(deadline));
@@ -250,7 +248,7 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
     store_->Wait({key}, timeout);
     return;
   }
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = clock().Now() + timeout;
   const std::string beat =
       RoundKey(ticket.round, "fhb_at/" + std::to_string(ticket.seq.Arrivals()));
   for (;;) {
@@ -258,9 +256,9 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
       store_->Wait({key}, std::min(interval, Left(deadline)));
       return;
     } catch (const store::StoreTimeout&) {
-      if (Clock::now() >= deadline) throw;
+      if (clock().Now() >= deadline) throw;
     }
-    store_->SetString(beat, std::to_string(WallClockMs()));
+    store_->SetString(beat, std::to_string(WallClockMs(clock())));
     if (sweep && ticket.seq.Arrivals() == 1 && ticket.round > 0) {
       SweepSilentMembers(ticket.round);
     }
@@ -279,7 +277,7 @@ void DynamicRendezvous::SweepSilentMembers(int round) {
       store_->Check({base_key})
           ? std::optional<std::int64_t>(IntText(store_->GetString(base_key)))
           : std::nullopt;
-  const std::int64_t now = WallClockMs();
+  const std::int64_t now = WallClockMs(clock());
   for (int rank = 0; rank < members; ++rank) {
     if (store_->Check({RoundKey(round, "acct/" + std::to_string(rank))})) continue;
     const std::string beat = RoundKey(round - 1, "hb_at/" + std::to_string(rank));
@@ -341,14 +339,14 @@ int DynamicRendezvous::NodesWaiting(int round) {
 // left of it (the c10d client honours the store timeout; etcd's requests have their own bound,
 // and the deadline is checked between them).
 void DynamicRendezvous::Close(int round) {
-  const auto deadline = Clock::now() + options_.close_timeout;
+  const auto deadline = clock().Now() + options_.close_timeout;
   const milliseconds saved = store_->Timeout();
   const auto within = [&](const auto& request) {
-    if (Clock::now() >= deadline) {
+    if (clock().Now() >= deadline) {
       throw store::StoreConnectionError("the store did not answer in time");
     }
     // Rounded up: a request that times out ends at or after the deadline.
-    store_->SetTimeout(std::min(saved, std::chrono::ceil<milliseconds>(deadline - Clock::now())));
+    store_->SetTimeout(std::min(saved, std::chrono::ceil<milliseconds>(deadline - clock().Now())));
     request();
   };
   try {
@@ -358,7 +356,7 @@ void DynamicRendezvous::Close(int round) {
     });
   } catch (const store::StoreConnectionError& error) {
     store_->SetTimeout(saved);
-    if (Clock::now() < deadline) throw;
+    if (clock().Now() < deadline) throw;
     throw RendezvousTimeoutError(
         "closing the rendezvous '" + options_.run_id + "' took longer than close_timeout=" +
         DurationText(options_.close_timeout) + " (" + error.what() +
@@ -440,7 +438,7 @@ void DynamicRendezvous::SeedMovedStore(const FormedRound& basis,
                                                    .dump());
   // A survivor that never saw the basis sealed joins it late: the seal sends it on to round+1.
   store_->Add(RoundKey(round, "seq"), SeqValue::kSeal);
-  store_->SetString(RoundKey(round, "hb_base"), std::to_string(WallClockMs()));
+  store_->SetString(RoundKey(round, "hb_base"), std::to_string(WallClockMs(clock())));
   store_->SetString(RoundKey(round + 1, "strict"), "1");
   std::string host = "<unknown>";
   for (const RoundMember& member : members) {

@@ -58,6 +58,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "rendezvous/rendezvous_handler.h"
 #include "store/store.h"
 
@@ -144,6 +145,9 @@ struct DynamicRendezvousOptions {
   std::chrono::milliseconds close_timeout{30'000};
   // Told one line when this node starts to wait for a running round to end (a hot spare).
   std::function<void(const std::string&)> on_waiting;
+  // Deadlines and the beats' wall-clock times (not owned; outlives the rendezvous). The store's
+  // own waits are bounded by the store, in its time.
+  Clock* clock = &RealClock();
 };
 
 // A node's place in a round it arrived at: kept across a store error, so that a retried join
@@ -239,7 +243,7 @@ class DynamicRendezvous {
   std::string NodeKey(int round, int ticket) const { return keys_.Node(round, ticket); }
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using TimePoint = Clock::TimePoint;
   struct Ticket {
     int round = 0;
     SeqValue seq;
@@ -252,12 +256,12 @@ class DynamicRendezvous {
   static bool MemberBefore(const std::optional<FormedRound>& previous, int round) {
     return previous && previous->round + 1 == round;
   }
-  Ticket Arrive(int round, const std::optional<FormedRound>& previous, Clock::time_point deadline);
+  Ticket Arrive(int round, const std::optional<FormedRound>& previous, TimePoint deadline);
   // What follows a node's ADD (its record, the wait for the previous round's end, MIN, the
   // accounting, a seal); idempotent, so a resumed arrival runs it again.
   bool Resumable(const Arrival& arrival);
   void AfterArrival(const Ticket& ticket, const std::optional<FormedRound>& previous,
-                    bool missed_one, Clock::time_point deadline);
+                    bool missed_one, TimePoint deadline);
   // Wait for `key`, beating (fhb_at/<ticket>) every keep_alive_interval meanwhile; `sweep`: the
   // round's first arrival also sweeps the previous round's silent members.
   void WaitBeating(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout,
@@ -265,13 +269,13 @@ class DynamicRendezvous {
   // (ticket, nproc) of the nodes of `round`'s `nodes` arrivals that died while it formed.
   std::vector<std::pair<int, int>> DeadWhileForming(int round, int nodes);
   void SignalWaiting(int round, const Ticket& mine);
-  void AwaitEndOf(int round, const Ticket& mine, Clock::time_point deadline);
+  void AwaitEndOf(int round, const Ticket& mine, TimePoint deadline);
   // Accounts for member `rank` of round `round`-1 (of `members`) in round `round`, once;
   // `late`: it came back after `round` sealed. True when every member is now accounted for.
   bool MarkAccounted(int round, int rank, int members, bool late = false);
   // Round `round` follows a formed round whose members are not all accounted for yet.
   bool AwaitsAccounting(int round);
-  std::optional<FormedRound> AwaitSeal(const Ticket& ticket, Clock::time_point deadline);
+  std::optional<FormedRound> AwaitSeal(const Ticket& ticket, TimePoint deadline);
   // Closes `round` to arrivals (the seal ADD); the first sealer publishes it. `by` kMax waits
   // (beating as `mine`) up to member_timeout for the previous round's accounting first;
   // kLastCall, and kMax after a formed round (hot spares), drop the nodes that died while the
@@ -310,6 +314,9 @@ class DynamicRendezvous {
   void SweepSilentMembers(int round);
 
   int RoundHint();
+  Clock& clock() const { return *options_.clock; }
+  // What is left until `deadline` on the clock, at least 1 ms.
+  std::chrono::milliseconds Left(TimePoint deadline) const;
   void ThrowIfClosed();
   [[noreturn]] void ThrowTooFew(int round);
 

@@ -16,7 +16,6 @@ using std::chrono::milliseconds;
 using Json = nlohmann::json;
 using values::IntField;
 using values::IntText;
-using values::WallClockMs;
 
 constexpr milliseconds kRecordWait{1'000};  // a node's ADD -> the key it writes right after
 
@@ -70,7 +69,7 @@ void DynamicRendezvous::Seal(int round, SealBy by, const Ticket* mine) {
   store_->SetString(RoundKey(round, "sealed_seq"), std::to_string(seq.raw));
   if (by == SealBy::kMax && mine != nullptr && options_.member_timeout.count() > 0 &&
       AwaitsAccounting(round)) {
-    store_->SetString(RoundKey(round, "settling"), std::to_string(WallClockMs()));  // for views
+    store_->SetString(RoundKey(round, "settling"), std::to_string(WallClockMs(clock())));  // for views
     try {
       WaitBeating(RoundKey(round, "all_accounted"), *mine, options_.member_timeout);
     } catch (const store::StoreTimeout&) {
@@ -199,7 +198,7 @@ std::string DynamicRendezvous::QuorumMessage(int round, int survivors, int membe
 std::vector<std::pair<int, int>> DynamicRendezvous::DeadWhileForming(int round, int nodes) {
   const std::int64_t patience =
       (options_.keep_alive_interval * options_.keep_alive_max_attempt).count();
-  const std::int64_t now = WallClockMs();
+  const std::int64_t now = WallClockMs(clock());
   std::vector<std::pair<int, int>> dropped;
   for (int ticket = 1; ticket <= nodes; ++ticket) {
     const std::string record = keys_.Node(round, ticket);

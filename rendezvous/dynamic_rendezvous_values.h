@@ -1,5 +1,5 @@
 // Helpers shared by dynamic_rendezvous*.cc: reading ints from the JSON and text values the round
-// protocol keeps in the store, and wall-clock milliseconds.
+// protocol keeps in the store.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -39,12 +39,6 @@ inline std::int64_t IntText(const std::string& text) {
 
 inline int IntAt(const Json& array, std::size_t index) {
   return IntValue(array.at(index), "entry " + std::to_string(index));
-}
-
-inline std::int64_t WallClockMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace ddprun::rendezvous::values

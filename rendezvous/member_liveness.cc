@@ -10,10 +10,8 @@ HeartbeatCounterLiveness::HeartbeatCounterLiveness(LivenessScope scope, TimePoin
 void HeartbeatCounterLiveness::Beat() {
   const std::string me = std::to_string(scope_.me);
   scope_.store->Add(scope_.keys.Round(scope_.round, "hb/" + me), 1);
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::system_clock::now().time_since_epoch());
   scope_.store->SetString(scope_.keys.Round(scope_.round, "hb_at/" + me),
-                          std::to_string(now_ms.count()));
+                          std::to_string(WallClockMs(*scope_.clock)));
 }
 
 bool HeartbeatCounterLiveness::NeighbourGone(TimePoint now) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/heartbeat_watch.h"
 #include "store/store.h"
@@ -27,6 +28,7 @@ struct LivenessScope {
   int me = 0;                    // group rank
   int neighbour = -1;            // RingNeighbour(me, world); -1: alone
   std::chrono::milliseconds timeout{15'000};  // keep_alive_interval x keep_alive_max_attempt
+  Clock* clock = &RealClock();  // the beats' wall-clock times (not owned)
 };
 
 class MemberLiveness {

@@ -46,7 +46,7 @@ RendezvousInfo StaticRendezvous::NextRendezvous() {
 
 RendezvousInfo StaticRendezvous::Join() {
   ThrowIfClosed();
-  const auto start = Clock::now();
+  const auto start = options_.clock->Now();
   const auto deadline = start + options_.join_timeout;
   Report(0, start, false);
   if (!store_) ConnectUntil(start, deadline);
@@ -73,12 +73,12 @@ RendezvousInfo StaticRendezvous::Join() {
 }
 
 // Retries in short attempts so that Shutdown() is noticed while node 0 is not up yet.
-void StaticRendezvous::ConnectUntil(Clock::time_point start, Clock::time_point deadline) {
+void StaticRendezvous::ConnectUntil(TimePoint start, TimePoint deadline) {
   std::string last_error;
-  while (Clock::now() < deadline) {
+  while (options_.clock->Now() < deadline) {
     ThrowIfClosed();
     try {
-      auto store = connect_(std::clamp(Ms(deadline - Clock::now()), std::chrono::milliseconds{1}, kSlice));
+      auto store = connect_(std::clamp(Ms(deadline - options_.clock->Now()), std::chrono::milliseconds{1}, kSlice));
       std::lock_guard lock(store_mutex_);
       store_ = std::move(store);
       if (closed_) store_->Interrupt();
@@ -96,13 +96,13 @@ void StaticRendezvous::ConnectUntil(Clock::time_point start, Clock::time_point d
       "join_timeout=SECONDS");
 }
 
-void StaticRendezvous::WaitForAll(store::Store& store, Clock::time_point start,
-                                  Clock::time_point deadline) {
+void StaticRendezvous::WaitForAll(store::Store& store, TimePoint start,
+                                  TimePoint deadline) {
   std::vector<std::string> keys;
   for (int rank = 0; rank < options_.num_nodes; ++rank) keys.push_back(JoinKey(rank));
   for (;;) {
     ThrowIfClosed();
-    const auto left = Ms(deadline - Clock::now());
+    const auto left = Ms(deadline - options_.clock->Now());
     try {
       store.Wait(keys, std::clamp(left, std::chrono::milliseconds{1}, kSlice));
       Report(options_.num_nodes, start, true);
@@ -111,7 +111,7 @@ void StaticRendezvous::WaitForAll(store::Store& store, Clock::time_point start,
     }
     std::string missing;
     const int joined = CountJoined(store, missing);
-    if (Clock::now() >= deadline) {
+    if (options_.clock->Now() >= deadline) {
       Report(joined, start, true);
       throw RendezvousTimeoutError(
           "rendezvous timed out after " + DurationText(options_.join_timeout) + ": " +
@@ -144,10 +144,10 @@ int StaticRendezvous::CountJoined(store::Store& store, std::string& missing) {
   return joined;
 }
 
-void StaticRendezvous::Report(int joined, Clock::time_point start, bool done) {
+void StaticRendezvous::Report(int joined, TimePoint start, bool done) {
   if (!options_.on_progress) return;
   options_.on_progress(
-      {joined, options_.num_nodes, Ms(Clock::now() - start), options_.join_timeout, done});
+      {joined, options_.num_nodes, Ms(options_.clock->Now() - start), options_.join_timeout, done});
 }
 
 void StaticRendezvous::ThrowIfClosed() const {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/clock.h"
 #include "common/host_port.h"
 #include "rendezvous/rendezvous_handler.h"
 
@@ -40,6 +41,9 @@ struct StaticRendezvousOptions {
   // their own store (TORCHELASTIC_USE_AGENT_STORE=False) on master_addr at the port node 0
   // picks with this each round and publishes in the round; unset, they share the agents'.
   std::function<int()> pick_worker_port;
+  // The join's deadline and its progress reports (not owned; outlives the rendezvous). The
+  // store's own waits are bounded by the store, in its time.
+  Clock* clock = &RealClock();
 };
 
 // Opens a connection to the store, giving up after `timeout` (throws StoreConnectionError).
@@ -60,14 +64,14 @@ class StaticRendezvous : public RendezvousHandler {
   static std::string RoundPrefix(const std::string& run_id, int round);
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using TimePoint = Clock::TimePoint;
   RendezvousInfo Join();
-  void ConnectUntil(Clock::time_point start, Clock::time_point deadline);
-  void WaitForAll(store::Store& store, Clock::time_point start, Clock::time_point deadline);
+  void ConnectUntil(TimePoint start, TimePoint deadline);
+  void WaitForAll(store::Store& store, TimePoint start, TimePoint deadline);
   int CountJoined(store::Store& store, std::string& missing);
   // The workers' MASTER_PORT and whether the agents' store serves it (see pick_worker_port).
   int WorkerPort(store::Store& round_store);
-  void Report(int joined, Clock::time_point start, bool done);
+  void Report(int joined, TimePoint start, bool done);
   void ThrowIfClosed() const;
 
   StaticRendezvousOptions options_;

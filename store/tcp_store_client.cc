@@ -332,15 +332,16 @@ void TcpStoreClient::SetSocket(std::unique_ptr<Socket> socket) {
 }
 
 void TcpStoreClient::SleepUnlessInterrupted(std::chrono::milliseconds delay) {
-  std::unique_lock lock(interrupt_mutex_);
-  interrupt_cv_.wait_for(lock, delay, [this] { return interrupted_.load(); });
+  retry_pause_.Pause(delay);
 }
 
 void TcpStoreClient::Interrupt() {
-  std::lock_guard lock(interrupt_mutex_);
-  interrupted_ = true;
-  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
-  interrupt_cv_.notify_all();
+  {
+    std::lock_guard lock(interrupt_mutex_);
+    interrupted_ = true;
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  }
+  retry_pause_.Cancel();
 }
 
 // Runs `fn` under the mutex; a broken or out-of-step connection is dropped (and reopened by the

@@ -6,7 +6,6 @@
 #pragma once
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -14,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cancellable_pause.h"
 #include "common/host_port.h"
 #include "store/store.h"
 #include "store/store_auth.h"
@@ -88,7 +88,7 @@ class TcpStoreClient : public Store {
   // Interrupt() may run on another thread while mutex_ is held by a blocked call: it reaches
   // the descriptor through fd_ under its own lock, which socket replacement also takes.
   std::mutex interrupt_mutex_;
-  std::condition_variable interrupt_cv_;
+  CancellablePause retry_pause_;  // between connection attempts; Interrupt() cuts it short
   int fd_ = -1;
   std::atomic<bool> interrupted_{false};
 };

@@ -2,20 +2,20 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 
+#include "common/cancellable_pause.h"
 #include "common/logging.h"
 #include "elastic/node_failure.h"
 #include "rendezvous/member_liveness.h"
+#include "rendezvous/member_watch.h"
 
 namespace ddprun::launcher::backend {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using rendezvous::ChangeNotice;
 using rendezvous::RoundChange;
-using Kind = RoundChange::Kind;
 
 }  // namespace
 
@@ -29,6 +29,8 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
         me_(round.group_rank),
         neighbour_(rendezvous::RingNeighbour(round.group_rank, round.group_world_size)),
         post_(std::move(post)),
+        clock_(*options_.clock),
+        pause_(clock_),
         thread_([this] { Loop(); }) {}
 
   ~Watcher() override {
@@ -38,7 +40,7 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
       if (store_) store_->Interrupt();
       if (liveness_) liveness_->Interrupt();
     }
-    stopped_.notify_all();
+    pause_.Cancel();
     thread_.join();
   }
 
@@ -53,16 +55,18 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
         if (stop_) return;
       }
       const rendezvous::LivenessScope scope{
-          store, {options_.rendezvous.run_id}, round_, me_, neighbour_, timeout};
+          store, {options_.rendezvous.run_id}, round_, me_, neighbour_, timeout, &clock_};
       auto liveness = options_.liveness
-                          ? options_.liveness(scope, Clock::now())
-                          : std::make_unique<rendezvous::HeartbeatCounterLiveness>(scope, Clock::now());
+                          ? options_.liveness(scope, clock_.Now())
+                          : std::make_unique<rendezvous::HeartbeatCounterLiveness>(scope, clock_.Now());
       {
         std::lock_guard lock(mutex_);
         liveness_ = std::move(liveness);
         if (stop_) return;
       }
-      rendezvous::DynamicRendezvous rendezvous(options_.rendezvous, store);
+      rendezvous::DynamicRendezvousOptions on_this_clock = options_.rendezvous;
+      on_this_clock.clock = &clock_;
+      rendezvous::DynamicRendezvous rendezvous(on_this_clock, store);
       Watch(*store, rendezvous);
     } catch (const std::exception& error) {
       if (stop_) return;
@@ -79,7 +83,7 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
     bool delivered = false;
     bool declared = false;
     liveness_->Beat();
-    auto next_beat = Clock::now() + options_.interval;
+    auto next_beat = clock_.Now() + options_.interval;
     while (!stop_) {
       if (!delivered) {
         try {
@@ -89,15 +93,15 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
           continue;
         } catch (const store::StoreTimeout&) {
         }
-      } else if (!PauseUnlessStopped(tick)) {
+      } else if (!pause_.Pause(tick)) {  // cut short by Unwatch
         return;
       }
-      if (Clock::now() >= next_beat) {
+      if (clock_.Now() >= next_beat) {
         liveness_->Beat();
-        next_beat = Clock::now() + options_.interval;
+        next_beat = clock_.Now() + options_.interval;
       }
       if (neighbour_ < 0 || declared) continue;
-      const auto now = Clock::now();
+      const auto now = clock_.Now();
       if (liveness_->NeighbourGone(now)) {
         DeclareLost(store, rendezvous, liveness_->WhyGone(now));
         declared = true;
@@ -105,42 +109,32 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
     }
   }
 
-  // A timer cut short by Unwatch; false when stopped.
-  bool PauseUnlessStopped(std::chrono::milliseconds duration) {
-    std::unique_lock lock(mutex_);
-    return !stopped_.wait_for(lock, duration, [this] { return stop_.load(); });
-  }
-
   // The change wakes this watch too (and every other member's) on its next Wait.
   void DeclareLost(store::Store& store, rendezvous::DynamicRendezvous& rendezvous,
                    const std::string& why) {
     const std::string host =
-        rendezvous::RecordedHost(store, rendezvous.NodeKey(round_, neighbour_ + 1));
-    rendezvous.DeclareGone(round_, neighbour_, {Kind::kNodeLost, neighbour_, host, why});
+        rendezvous::MemberHost(store, {options_.rendezvous.run_id}, round_, neighbour_);
+    rendezvous.DeclareGone(round_, neighbour_, rendezvous::NeighbourLost(neighbour_, host, why));
   }
 
   void Deliver(const RoundChange& change) {
-    switch (change.kind) {
-      case Kind::kFailure: {
-        if (change.group_rank == me_) return;  // this agent's own announcement
-        const elastic::NodeFailure record = elastic::DecodeNodeFailure(change.detail);
+    const ChangeNotice notice = rendezvous::NoticeOf(change, me_);
+    switch (notice.kind) {
+      case ChangeNotice::Kind::kNone:
+        return;
+      case ChangeNotice::Kind::kRemoteFailure: {
+        const elastic::NodeFailure record = elastic::DecodeNodeFailure(notice.text);
         post_([record](const Events& events) { events.on_remote_failure(record); });
         return;
       }
-      case Kind::kNodeLost: {
-        const int node = change.group_rank;
-        const std::string why = "host " + change.host + ", " + change.detail;
+      case ChangeNotice::Kind::kNodeLost: {
+        const int node = notice.node;
+        const std::string why = notice.text;
         post_([node, why](const Events& events) { events.on_node_lost(node, why); });
         return;
       }
-      case Kind::kNodeWaiting:
-      case Kind::kNodeLeaving:
-      case Kind::kClosed: {
-        if (change.group_rank == me_ && change.kind == Kind::kNodeLeaving) return;
-        std::string why = change.kind == Kind::kNodeLeaving
-                              ? "node " + std::to_string(change.group_rank) + " (" + change.host +
-                                    ") left: " + change.detail
-                              : change.detail;
+      case ChangeNotice::Kind::kMembershipChange: {
+        const std::string why = notice.text;
         post_([why](const Events& events) { events.on_membership_change(why); });
         return;
       }
@@ -153,8 +147,9 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
   int neighbour_;
   Post post_;
   std::atomic<bool> stop_{false};
-  std::mutex mutex_;
-  std::condition_variable stopped_;
+  std::mutex mutex_;  // store_ and liveness_, for the destructor on another thread
+  Clock& clock_;
+  CancellablePause pause_;  // between looks once the change is delivered; Cancel: stop
   std::shared_ptr<store::Store> store_;
   std::unique_ptr<rendezvous::MemberLiveness> liveness_;
   std::thread thread_;

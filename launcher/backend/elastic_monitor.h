@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "common/asio.h"
+#include "common/clock.h"
 #include "launcher/backend/threaded_monitor.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/member_liveness.h"
@@ -27,6 +28,9 @@ struct ElasticMonitorOptions {
   std::chrono::milliseconds interval{5000};         // rdzv_conf keep_alive_interval
   int max_attempts = 3;                             // rdzv_conf keep_alive_max_attempt
   rendezvous::LivenessFactory liveness;  // none: heartbeat counters (c10d); etcd: leases
+  // Beats, silences, the pauses between looks, and the declarations (rendezvous.clock is not
+  // used). Not owned.
+  Clock* clock = &RealClock();
 };
 
 class ElasticMonitor : public ThreadedMonitor {

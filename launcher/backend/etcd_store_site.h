@@ -23,7 +23,7 @@ class EtcdStoreSite : public rendezvous::StoreSite {
   std::optional<HostPort> Serve(int) override { return std::nullopt; }
   bool Pause(std::chrono::milliseconds duration) override { return pause_.Pause(duration); }
   void Cancel() override { pause_.Cancel(); }
-  std::chrono::steady_clock::time_point Now() override { return std::chrono::steady_clock::now(); }
+  std::chrono::steady_clock::time_point Now() override { return pause_.clock().Now(); }
 
   // The options of an EtcdStore with `first` tried first.
   store::etcd::EtcdStoreOptions StoreOptions(const HostPort& first) const;

@@ -18,9 +18,7 @@
 namespace ddprun::launcher::backend {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using store::Store;
-
 
 }  // namespace
 
@@ -43,6 +41,9 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
 
  private:
   std::shared_ptr<Store> Connect() const {
+    if (options_.connect) {
+      return std::make_shared<store::PrefixStore>(prefix_, options_.connect(options_.interval));
+    }
     store::ClientOptions client;
     client.host = options_.store_host;
     client.port = options_.store_port;
@@ -81,7 +82,7 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
     const auto patience = options_.interval * options_.max_attempts;
     store.Add(elastic::HeartbeatKey(me_), 1);
     for (int node = 0; node < world_; ++node) {
-      beats_.emplace(node, rendezvous::HeartbeatWatch(patience, Clock::now()));
+      beats_.emplace(node, rendezvous::HeartbeatWatch(patience, options_.clock->Now()));
     }
     while (!stop_) {
       try {
@@ -108,7 +109,7 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
   // Every node watches every other one (static jobs are small; elastic rounds use a ring).
   std::optional<int> BeatAndCheck(Store& store) {
     store.Add(elastic::HeartbeatKey(me_), 1);
-    const auto now = Clock::now();
+    const auto now = options_.clock->Now();
     for (int node = 0; node < world_; ++node) {
       if (node == me_) continue;
       if (beats_.at(node).Observe(store.Add(elastic::HeartbeatKey(node), 0), now)) return node;

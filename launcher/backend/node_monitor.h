@@ -10,8 +10,10 @@
 #include <string>
 
 #include "common/asio.h"
+#include "common/clock.h"
 #include "common/host_port.h"
 #include "launcher/backend/threaded_monitor.h"
+#include "rendezvous/static_rendezvous.h"
 
 namespace ddprun::store {
 class AuthKey;
@@ -26,6 +28,10 @@ struct NodeMonitorOptions {
   std::chrono::milliseconds interval{5000};  // rdzv_conf keep_alive_interval
   int max_attempts = 3;                      // rdzv_conf keep_alive_max_attempt
   std::shared_ptr<const store::AuthKey> auth;  // the job's token, if any
+  // A new connection to node 0's store (its timeout: connecting); none: a TCP client of
+  // store_host:store_port with `auth`.
+  rendezvous::StoreConnector connect;
+  Clock* clock = &RealClock();  // the heartbeats' silences (not owned)
 };
 
 class NodeMonitor : public ThreadedMonitor {

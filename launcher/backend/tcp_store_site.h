@@ -34,7 +34,7 @@ class TcpStoreSite : public rendezvous::StoreSite {
   std::optional<HostPort> Serve(int port) override;
   bool Pause(std::chrono::milliseconds duration) override { return pause_.Pause(duration); }
   void Cancel() override { pause_.Cancel(); }
-  std::chrono::steady_clock::time_point Now() override { return std::chrono::steady_clock::now(); }
+  std::chrono::steady_clock::time_point Now() override { return pause_.clock().Now(); }
 
  private:
   TcpStoreSiteOptions options_;

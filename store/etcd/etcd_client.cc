@@ -418,8 +418,7 @@ json EtcdClient::Call(const std::string& path, const json& body) {
 }
 
 bool EtcdClient::PauseUnlessInterrupted(std::chrono::milliseconds duration) {
-  std::unique_lock lock(pause_mutex_);
-  return !pause_cv_.wait_for(lock, duration, [this] { return interrupted_.load(); });
+  return patience_pause_.Pause(duration);
 }
 
 json EtcdClient::CallMembers(const std::string& path, const std::string& text) {
@@ -466,11 +465,8 @@ json EtcdClient::CallMember(std::size_t member, const std::string& path, const s
 }
 
 void EtcdClient::Interrupt() {
-  {
-    std::lock_guard pause_lock(pause_mutex_);
-    interrupted_ = true;
-  }
-  pause_cv_.notify_all();
+  interrupted_ = true;
+  patience_pause_.Cancel();
   std::lock_guard io_lock(io_mutex_);
   if (connection_) connection_->Interrupt();
 }

@@ -12,7 +12,6 @@
 #pragma once
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/cancellable_pause.h"
 #include "common/host_port.h"
 #include "store/etcd/etcd_v3.h"
 #include "store/store.h"
@@ -91,8 +91,7 @@ class EtcdClient {
   std::unique_ptr<Connection> connection_;  // kept alive; replaced under io_mutex_ too
   std::mutex io_mutex_;                     // connection_ for Interrupt() on another thread
   std::atomic<bool> interrupted_{false};
-  std::mutex pause_mutex_;
-  std::condition_variable pause_cv_;  // Interrupt() ends a patience pause
+  CancellablePause patience_pause_;  // Interrupt() ends a patience pause
 };
 
 // One watch stream (POST /v3/watch) on the first member that accepts it. Next() returns the

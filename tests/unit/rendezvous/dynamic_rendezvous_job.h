@@ -30,6 +30,7 @@ struct Job {
   milliseconds keep_alive_interval{0};
   std::function<void(const std::string&)> on_waiting;
   std::shared_ptr<store::InMemoryStore> store = std::make_shared<store::InMemoryStore>(seconds(30));
+  Clock* clock = &RealClock();  // a fake one with a ClockedStore, for a node alone
 
   DynamicRendezvous Node(int id, int nproc = 2) const {
     DynamicRendezvousOptions options;
@@ -43,6 +44,7 @@ struct Job {
     options.member_timeout = member_timeout;
     options.keep_alive_interval = keep_alive_interval;
     options.on_waiting = on_waiting;
+    options.clock = clock;
     return DynamicRendezvous(options, store);
   }
 };

@@ -15,7 +15,9 @@
 #include "rendezvous/dynamic_rendezvous.h"
 #include "store/in_memory_store.h"
 #include "rendezvous/rendezvous_handler.h"
+#include "tests/unit/common/fake_clock.h"
 #include "tests/unit/rendezvous/dynamic_rendezvous_job.h"
+#include "tests/unit/store/clocked_store.h"
 
 namespace {
 
@@ -30,6 +32,9 @@ using ddprun::rendezvous::RoundChange;
 using ddprun::rendezvous::RoundMember;
 using ddprun::rendezvous::SeqValue;
 using ddprun::store::StoreConnectionError;
+using ddprun::store::testing::AdvanceUntil;
+using ddprun::store::testing::ClockedStore;
+using ddprun::testing::FakeClock;
 using ddprun::rendezvous::testing::BeatAt;
 using ddprun::rendezvous::testing::Job;
 using ddprun::rendezvous::testing::JoinAll;
@@ -384,6 +389,9 @@ TEST_CASE("a hot spare that died while it waited is dropped from the round it fi
 TEST_CASE("a round whose sealer died before publishing is settled with the sealer's count",
           "[dynamic_rendezvous][spare]") {
   Job job;  // member_timeout 0: a waiter settles the round kSealPublishGrace (10 s) after its seal
+  FakeClock clock;  // those 10 s pass on it, once every key below is written
+  job.clock = &clock;
+  job.store = std::make_shared<ClockedStore>(clock, ClockedStore::Mode::kDriven);
   job.min_nodes = 2;
   job.max_nodes = 3;
   job.last_call = milliseconds{200};
@@ -397,7 +405,7 @@ TEST_CASE("a round whose sealer died before publishing is settled with the seale
   job.store->SetString(Key(job, 0, "sealed_seq"), std::to_string(sealed));
   job.store->Add(Key(job, 0, "seq"), arrival);  // a late node: it goes on to round 1
   job.store->SetString(Key(job, 0, "min"), "1");  // the last call starts now
-  REQUIRE(alive.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  REQUIRE(AdvanceUntil(clock, alive, milliseconds{500}, std::chrono::seconds(30)));
   const FormedRound formed = alive.get();
   CHECK(formed.group_world_size == 2);  // not 3: the late node is not in the round
   CHECK(formed.global_world_size == 4);
@@ -458,6 +466,7 @@ namespace {
 // c10d client's do, then fails (the client's ReplyTimeout).
 class SilentStore : public InMemoryStore {
  public:
+  explicit SilentStore(FakeClock& clock) : clock_(clock) {}
   std::vector<milliseconds> timeouts;  // Timeout() each request saw
   void Set(const std::string&, const Bytes&) override { NoReply(); }
   Bytes CompareSet(const std::string&, const Bytes&, const Bytes&) override {
@@ -468,20 +477,23 @@ class SilentStore : public InMemoryStore {
  private:
   void NoReply() {
     timeouts.push_back(Timeout());
-    std::promise<void> never;
-    never.get_future().wait_for(Timeout());  // the silent peer, bounded by the request timeout
+    clock_.Advance(Timeout());  // the silent peer, bounded by the request timeout
     throw StoreConnectionError("no reply from 127.0.0.1:29400");
   }
+
+  FakeClock& clock_;
 };
 
 }  // namespace
 
 TEST_CASE("closing the rendezvous gives up after close_timeout with one line",
           "[dynamic_rendezvous][close]") {
-  auto store = std::make_shared<SilentStore>();
+  FakeClock clock;  // the requests' timeouts pass on it
+  auto store = std::make_shared<SilentStore>(clock);
   DynamicRendezvousOptions options;
   options.run_id = "job";
   options.close_timeout = milliseconds{200};
+  options.clock = &clock;
   DynamicRendezvous node(options, store);
   const auto started = Clock::now();
   try {

@@ -10,7 +10,9 @@
 #include <thread>
 
 #include "store/in_memory_store.h"
+#include "tests/unit/common/fake_clock.h"
 #include "tests/unit/rendezvous/dynamic_rendezvous_job.h"
+#include "tests/unit/store/clocked_store.h"
 
 namespace {
 
@@ -30,6 +32,8 @@ using ddprun::rendezvous::testing::Job;
 using ddprun::rendezvous::testing::JoinAsync;
 using ddprun::rendezvous::testing::kPromptly;
 using ddprun::rendezvous::testing::Ready;
+using ddprun::store::testing::ClockedStore;
+using ddprun::testing::FakeClock;
 
 // Every member's view of one round agrees, ranks are a permutation, bases are prefix sums.
 void CheckConsistent(const std::vector<FormedRound>& views, const std::vector<int>& nprocs) {
@@ -89,6 +93,9 @@ TEST_CASE("with MIN nodes the round closes after the last call", "[dynamic_rende
 
 TEST_CASE("fewer than MIN nodes for join_timeout is a clear timeout", "[dynamic_rendezvous]") {
   Job job;
+  FakeClock clock;  // a node alone: its waits pass on the fake clock
+  job.clock = &clock;
+  job.store = std::make_shared<ClockedStore>(clock);
   job.min_nodes = 3;
   job.join_timeout = milliseconds{300};
   DynamicRendezvous node = job.Node(0);
@@ -131,6 +138,9 @@ TEST_CASE("a late node waits for the next round and is seen waiting", "[dynamic_
 
 TEST_CASE("a full round is not disturbed by a late node", "[dynamic_rendezvous]") {
   Job job;
+  FakeClock clock;  // one node at a time: their waits pass on the fake clock
+  job.clock = &clock;
+  job.store = std::make_shared<ClockedStore>(clock);
   job.min_nodes = 1;
   job.max_nodes = 1;
   DynamicRendezvous member = job.Node(0);

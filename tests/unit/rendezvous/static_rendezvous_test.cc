@@ -8,11 +8,15 @@
 #include "store/in_memory_store.h"
 #include "rendezvous/static_rendezvous.h"
 #include "store/tcp_store_client.h"
+#include "tests/unit/common/fake_clock.h"
+#include "tests/unit/store/clocked_store.h"
 
 using namespace ddprun;
 using namespace ddprun::rendezvous;
 namespace store = ddprun::store;
 using namespace std::chrono_literals;
+using ddprun::store::testing::ClockedStore;
+using ddprun::testing::FakeClock;
 
 namespace {
 
@@ -81,9 +85,11 @@ TEST_CASE("static rendezvous: heterogeneous nodes get torchrun's prefix-sum rank
 }
 
 TEST_CASE("static rendezvous: a timeout names the missing nodes and join_timeout", "[rendezvous][static]") {
-  auto store = std::make_shared<store::InMemoryStore>(5000ms);
+  FakeClock clock;  // the join's waits pass on it: nobody else uses the store
+  auto store = std::make_shared<ClockedStore>(clock);
   std::vector<JoinProgress> reports;
   auto options = Options(0, 3, 300ms);
+  options.clock = &clock;
   options.on_progress = [&](const JoinProgress& p) { reports.push_back(p); };
   StaticRendezvous node0(options, Shared(store));
   try {
@@ -102,8 +108,12 @@ TEST_CASE("static rendezvous: a timeout names the missing nodes and join_timeout
 
 TEST_CASE("static rendezvous: an unreachable store times out naming node 0's address", "[rendezvous][static]") {
   int attempts = 0;
-  StaticRendezvous node1(Options(1, 2, 200ms), [&](std::chrono::milliseconds) -> std::shared_ptr<store::Store> {
+  FakeClock clock;
+  auto options = Options(1, 2, 200ms);
+  options.clock = &clock;
+  StaticRendezvous node1(options, [&](std::chrono::milliseconds timeout) -> std::shared_ptr<store::Store> {
     ++attempts;
+    clock.Advance(timeout);  // each attempt tries for its whole timeout
     throw store::StoreConnectionError("connect: Connection refused");
   });
   try {
