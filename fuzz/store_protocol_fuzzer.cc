@@ -37,11 +37,11 @@ void CheckResult(Generation generation, std::span<const std::uint8_t> data,
   switch (result.status) {
     case ParseStatus::kComplete: {
       Require(result.size >= 1 && result.size <= data.size(), "complete: size out of range");
-      const store::Bytes frame(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(result.size));
+      const Bytes frame(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(result.size));
       Require(EncodeRequest(generation, result.request) == frame,
               "complete: the request does not re-encode to the bytes it consumed",
               CommandName(result.request.command));
-      for (const store::Bytes& value : result.request.values) (void)store::ParseCounter(value);
+      for (const Bytes& value : result.request.values) (void)ParseCounter(value);
       break;
     }
     case ParseStatus::kNeedMore:
@@ -96,7 +96,7 @@ std::vector<std::size_t> Pieces(std::span<const std::uint8_t> data, bool bytewis
 Outcome ParsePieces(std::optional<Generation> generation, std::span<const std::uint8_t> data,
                     const ProtocolLimits& limits, bool bytewise) {
   Outcome outcome;
-  store::Bytes buffer;
+  Bytes buffer;
   std::size_t begin = 0;
   std::size_t need = 1;
   std::size_t fed = 0;
@@ -154,7 +154,7 @@ std::string Handshake(std::span<const std::uint8_t> data, const std::vector<std:
   static const Nonce server_nonce{};  // fixed, so a crash reproduces from the file alone
   ServerHandshake handshake(key, server_nonce);
   std::string trace;
-  store::Bytes buffer;
+  Bytes buffer;
   std::size_t begin = 0;
   std::size_t fed = 0;
   const std::vector<std::size_t> all{data.size()};
