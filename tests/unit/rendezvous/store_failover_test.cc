@@ -676,7 +676,7 @@ TEST_CASE("Locate: a later endpoint only with a moved store of this job", "[fail
   CHECK(site.ServeCalls().empty());
 }
 
-TEST_CASE("Locate: the first endpoint refusing the token is final; another one's is skipped",
+TEST_CASE("Locate: the first endpoint refusing the token is final, another one's is skipped",
           "[failover][auth]") {
   FakeSite site;
   StoreFailover failover(Options(), site);

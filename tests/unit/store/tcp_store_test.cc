@@ -222,7 +222,7 @@ TEST_CASE("the agent's writes on the io thread wake remote waiters", "[store][tc
   CHECK(pending.get() == B("hi"));
 }
 
-TEST_CASE("ADD on a non-number closes only that connection; the client reconnects", "[store][tcp]") {
+TEST_CASE("ADD on a non-number closes only that connection, the client reconnects", "[store][tcp]") {
   ServerThread server(testing::Threads(GENERATE(1, 3)));
   TcpStoreClient store(server.Client());
   store.Set("text", B("abc"));

@@ -51,7 +51,7 @@ TEST_CASE("etcd client: put, range and compare-and-put on a real etcd", "[etcd][
                   EtcdError);  // no such lease: etcd's own error, not a failover
 }
 
-TEST_CASE("etcd client: a dead member is skipped; no member names each one's problem",
+TEST_CASE("etcd client: a dead member is skipped, no member names each one's problem",
           "[etcd][tcp]") {
   EtcdServer server;
   const HostPort dead{"127.0.0.1", FreePort()};

@@ -239,7 +239,7 @@ TEST_CASE("etcd: the wrong protocol for a member names the fix within the timeou
   }
 }
 
-TEST_CASE("etcd over TLS: a silent member times the handshake out; Interrupt ends it",
+TEST_CASE("etcd over TLS: a silent member times the handshake out, Interrupt ends it",
           "[etcd][tls]") {
   TempDir dir;
   testing::MakeCa(dir.path, "ca");
