@@ -45,8 +45,10 @@ class Simulation : public ddprun::testing::FakeClock {
   static constexpr std::chrono::seconds kRealBound{30};
   static constexpr std::int64_t kMaxSteps = 1'000'000;
 
-  // The calling thread (the test's) takes part until the simulation ends.
-  Simulation() : FakeClock(PauseMode::kAdvance) {
+  // The calling thread (the test's) takes part until the simulation ends. `real_bound`: how
+  // long a participant may wait, in real time, without being woken.
+  explicit Simulation(std::chrono::milliseconds real_bound = kRealBound)
+      : FakeClock(PauseMode::kAdvance), real_bound_(real_bound) {
     std::lock_guard lock(mutex_);
     ++participants_;
     Current() = this;
@@ -135,7 +137,7 @@ class Simulation : public ddprun::testing::FakeClock {
     if (Current() != this) {
       throw std::logic_error("a thread that is not a participant waits in the simulation");
     }
-    const auto real_deadline = std::chrono::steady_clock::now() + kRealBound;
+    const auto real_deadline = std::chrono::steady_clock::now() + real_bound_;
     for (;;) {
       if (ready()) return true;
       if (ElapsedNs() >= deadline_ns) return false;
@@ -147,11 +149,12 @@ class Simulation : public ddprun::testing::FakeClock {
         if (waiter.woken) break;
         changed_.notify_all();
         if (changed_.wait_until(lock, real_deadline) == std::cv_status::timeout && !waiter.woken) {
+          const std::string state = StateLocked(
+              "a participant waited " + std::to_string(real_bound_.count()) +
+              " ms of real time without being woken");
           waiters_.erase(&waiter);
           --blocked_;
-          throw SimulationStuck(StateLocked("a participant waited " +
-                                            std::to_string(kRealBound.count()) +
-                                            " s of real time without being woken"));
+          throw SimulationStuck(state);
         }
       }
       // Woken: whoever woke it already counted it runnable and took it off the waiters.
@@ -254,6 +257,7 @@ class Simulation : public ddprun::testing::FakeClock {
            std::to_string(ElapsedNs() / 1'000'000) + " ms of simulated time)";
   }
 
+  const std::chrono::milliseconds real_bound_;
   std::mutex mutex_;
   std::condition_variable changed_;
   int participants_ = 0;
