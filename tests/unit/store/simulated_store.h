@@ -81,26 +81,27 @@ class Simulation : public ddprun::testing::FakeClock {
       std::lock_guard lock(mutex_);
       ++participants_;  // before the thread exists: it is never running uncounted
     }
-    threads_.push_back(std::async(std::launch::async, [this, promise, fn = std::move(fn)]() mutable {
-      Current() = this;
-      try {
-        if constexpr (std::is_void_v<T>) {
-          fn();
-          promise->set_value();
-        } else {
-          promise->set_value(fn());
-        }
-      } catch (...) {
-        promise->set_exception(std::current_exception());
-      }
-      Current() = nullptr;
-      {
-        std::lock_guard lock(mutex_);
-        --participants_;
-        WakeReadyLocked();  // whoever waits on this thread's future runs before time moves
-      }
-      changed_.notify_all();
-    }));
+    threads_.push_back(
+        std::async(std::launch::async, [this, promise, fn = std::move(fn)]() mutable {
+          Current() = this;
+          try {
+            if constexpr (std::is_void_v<T>) {
+              fn();
+              promise->set_value();
+            } else {
+              promise->set_value(fn());
+            }
+          } catch (...) {
+            promise->set_exception(std::current_exception());
+          }
+          Current() = nullptr;
+          {
+            std::lock_guard lock(mutex_);
+            --participants_;
+            WakeReadyLocked();  // whoever waits on this thread's future runs before time moves
+          }
+          changed_.notify_all();
+        }));
     return result;
   }
 
@@ -108,7 +109,9 @@ class Simulation : public ddprun::testing::FakeClock {
   // participant: time moves while it waits).
   template <typename T>
   bool Finishes(std::future<T>& future, std::chrono::milliseconds fake_bound) {
-    const auto ready = [&] { return future.wait_for(std::chrono::seconds{0}) == std::future_status::ready; };
+    const auto ready = [&] {
+      return future.wait_for(std::chrono::seconds{0}) == std::future_status::ready;
+    };
     return Block(Deadline(fake_bound), ready, nullptr);
   }
 
@@ -126,7 +129,8 @@ class Simulation : public ddprun::testing::FakeClock {
     if (cancellation.Cancelled()) return false;
     // A canceller is a running participant: by the time everyone is blocked again, the
     // cancellation is seen (the ready conditions are looked at again before time moves).
-    Block(Deadline(duration), [&] { return cancellation.Cancelled(); }, nullptr);
+    Block(
+        Deadline(duration), [&] { return cancellation.Cancelled(); }, nullptr);
     return !cancellation.Cancelled();
   }
 
@@ -150,9 +154,9 @@ class Simulation : public ddprun::testing::FakeClock {
         if (waiter.woken) break;
         changed_.notify_all();
         if (changed_.wait_until(lock, real_deadline) == std::cv_status::timeout && !waiter.woken) {
-          const std::string state = StateLocked(
-              "a participant waited " + std::to_string(real_bound_.count()) +
-              " ms of real time without being woken");
+          const std::string state =
+              StateLocked("a participant waited " + std::to_string(real_bound_.count()) +
+                          " ms of real time without being woken");
           waiters_.erase(&waiter);
           --blocked_;
           throw SimulationStuck(state);
@@ -253,9 +257,9 @@ class Simulation : public ddprun::testing::FakeClock {
   }
 
   std::string StateLocked(const std::string& what) const {
-    return "simulation stuck: " + what + " (" + std::to_string(participants_) +
-           " participants, " + std::to_string(blocked_) + " blocked, at " +
-           std::to_string(ElapsedNs() / 1'000'000) + " ms of simulated time)";
+    return "simulation stuck: " + what + " (" + std::to_string(participants_) + " participants, " +
+           std::to_string(blocked_) + " blocked, at " + std::to_string(ElapsedNs() / 1'000'000) +
+           " ms of simulated time)";
   }
 
   const std::chrono::milliseconds real_bound_;
@@ -286,8 +290,8 @@ class SimulatedStore : public InMemoryStore {
     };
     const bool arrived = simulation_.Block(simulation_.Deadline(timeout), ready, this);
     if (!arrived) {
-      throw StoreTimeout("wait timeout after " + std::to_string(timeout.count()) + "ms, keys: " +
-                         (keys.empty() ? std::string() : keys.front()));
+      throw StoreTimeout("wait timeout after " + std::to_string(timeout.count()) +
+                         "ms, keys: " + (keys.empty() ? std::string() : keys.front()));
     }
     InMemoryStore::Check(keys);  // throws when interrupted
   }
