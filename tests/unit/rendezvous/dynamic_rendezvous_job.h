@@ -1,6 +1,8 @@
 // Simulated nodes of one job for the dynamic rendezvous tests: each node a DynamicRendezvous
 // over one shared in-memory store (the TCP store's exact key semantics), joins on threads of
-// their own, and a bound on every wait.
+// their own, and a bound on every wait. A job made to Simulate runs its nodes in a simulation
+// (tests/unit/store/simulated_store.h): time passes on its clock, and only while every node
+// and the test wait; the helpers below then wait as participants, on simulated time.
 #pragma once
 #include <catch2/catch.hpp>
 #include <functional>
@@ -12,6 +14,7 @@
 
 #include "rendezvous/dynamic_rendezvous.h"
 #include "store/in_memory_store.h"
+#include "tests/unit/store/simulated_store.h"
 
 namespace ddprun::rendezvous::testing {
 
@@ -31,6 +34,13 @@ struct Job {
   std::function<void(const std::string&)> on_waiting;
   std::shared_ptr<store::InMemoryStore> store = std::make_shared<store::InMemoryStore>(seconds(30));
   Clock* clock = &RealClock();  // a fake one with a ClockedStore, for a node alone
+
+  // The nodes' clock and store are `simulation`'s; call it on the simulation's (the test's)
+  // thread, before any node starts.
+  void Simulate(store::testing::Simulation& simulation) {
+    clock = &simulation;
+    store = std::make_shared<store::testing::SimulatedStore>(simulation, seconds(30));
+  }
 
   DynamicRendezvous Node(int id, int nproc = 2) const {
     DynamicRendezvousOptions options;
@@ -53,14 +63,27 @@ struct Job {
 inline std::future<FormedRound> JoinAsync(const Job& job, int id,
                                           std::optional<FormedRound> previous = std::nullopt,
                                           int nproc = 2) {
-  return std::async(std::launch::async, [&job, id, previous, nproc] {
+  auto join = [&job, id, previous, nproc] {
     DynamicRendezvous node = job.Node(id, nproc);
     return node.Join(previous);
-  });
+  };
+  if (auto* simulation = store::testing::Simulation::OfThisThread()) {
+    return simulation->Spawn(join);
+  }
+  return std::async(std::launch::async, join);
+}
+
+// True when `future` is ready within `bound` (of simulated time, in a simulation).
+template <typename T>
+bool Finishes(std::future<T>& future, milliseconds bound) {
+  if (auto* simulation = store::testing::Simulation::OfThisThread()) {
+    return simulation->Finishes(future, bound);
+  }
+  return future.wait_for(bound) == std::future_status::ready;
 }
 
 inline FormedRound Ready(std::future<FormedRound>& future) {
-  REQUIRE(future.wait_for(kPromptly) == std::future_status::ready);
+  REQUIRE(Finishes(future, kPromptly));
   return future.get();
 }
 
@@ -80,10 +103,13 @@ inline std::int64_t NowMs() {
       .count();
 }
 
+// The job's wall clock (the real one unless it is simulated) in epoch milliseconds.
+inline std::int64_t NowMs(const Job& job) { return WallClockMs(*job.clock); }
+
 // Member `rank` of `round` last beat `ms_ago` milliseconds ago (hb_at; negative: in the future).
 inline void BeatAt(const Job& job, int round, int rank, std::int64_t ms_ago) {
   job.store->SetString(job.Node(9).RoundKey(round, "hb_at/" + std::to_string(rank)),
-                       std::to_string(NowMs() - ms_ago));
+                       std::to_string(NowMs(job) - ms_ago));
 }
 
 }  // namespace ddprun::rendezvous::testing

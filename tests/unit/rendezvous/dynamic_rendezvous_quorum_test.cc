@@ -22,6 +22,7 @@ using ddprun::rendezvous::testing::Job;
 using ddprun::rendezvous::testing::JoinAsync;
 using ddprun::rendezvous::testing::kPromptly;
 using ddprun::rendezvous::testing::Ready;
+using ddprun::store::testing::Simulation;
 using std::chrono::milliseconds;
 using Kind = RoundChange::Kind;
 using Clock = std::chrono::steady_clock;
@@ -48,7 +49,7 @@ void EndRound(Job& job, const FormedRound& member) {
 }
 
 std::string QuorumErrorOf(std::future<FormedRound>& join) {
-  REQUIRE(join.wait_for(kPromptly) == std::future_status::ready);
+  REQUIRE(ddprun::rendezvous::testing::Finishes(join, kPromptly));
   try {
     join.get();
   } catch (const RendezvousQuorumError& error) {
@@ -106,6 +107,8 @@ TEST_CASE("a member that left gracefully does not count against the quorum",
 
 TEST_CASE("a round without a loss needs no quorum", "[dynamic_rendezvous][quorum]") {
   Job job;
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.min_nodes = 1;
   job.max_nodes = 3;
   job.last_call = milliseconds{300};
@@ -119,6 +122,8 @@ TEST_CASE("a round without a loss needs no quorum", "[dynamic_rendezvous][quorum
 TEST_CASE("the first arrival declares lost the members that stopped beating",
           "[dynamic_rendezvous][quorum]") {
   Job job;
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.min_nodes = 1;
   job.keep_alive_interval = milliseconds{50};  // x 3 attempts: silent for 150 ms is lost
   job.last_call = milliseconds{60'000};        // the sweep must not wait for it
@@ -127,13 +132,13 @@ TEST_CASE("the first arrival declares lost the members that stopped beating",
   BeatAt(job, first[1], 0);
   BeatAt(job, first[2], 10'000);  // never declared by its ring neighbour (say, partitioned)
   EndRound(job, first[0]);
-  const auto started = Clock::now();
+  const auto started = sim.Now();
   auto a = JoinAsync(job, 0, first[0]);
   job.store->Wait({job.Node(9).RoundKey(1, "node/1")}, kPromptly);
   auto b = JoinAsync(job, 1, first[1]);
   const FormedRound next = Ready(a);
   CHECK(Ready(b).group_world_size == 2);
-  CHECK(Clock::now() - started < milliseconds{5'000});
+  CHECK(sim.Now() - started < milliseconds{5'000});
   CHECK(next.group_world_size == 2);  // 2 of 3: a quorum
   CHECK(next.restart_count == 0);
   const DynamicRendezvous view = job.Node(9);
@@ -144,6 +149,8 @@ TEST_CASE("the first arrival declares lost the members that stopped beating",
 TEST_CASE("a side that finds most members silent stops within a few keep-alive intervals",
           "[dynamic_rendezvous][quorum]") {
   Job job;
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.min_nodes = 2;                    // the minority could never seal by MIN either
   job.keep_alive_interval = milliseconds{50};
   job.join_timeout = milliseconds{20'000};
@@ -152,10 +159,10 @@ TEST_CASE("a side that finds most members silent stops within a few keep-alive i
   BeatAt(job, first[1], 10'000);
   BeatAt(job, first[2], 10'000);
   EndRound(job, first[0]);
-  const auto started = Clock::now();
+  const auto started = sim.Now();
   auto alone = JoinAsync(job, 0, first[0]);
   CHECK_THAT(QuorumErrorOf(alone), Catch::StartsWith("lost quorum: only 1 of the 3 nodes"));
-  CHECK(Clock::now() - started < milliseconds{5'000});  // not join_timeout
+  CHECK(sim.Now() - started < milliseconds{5'000});  // not join_timeout
 }
 
 TEST_CASE("Members lists a round's first members with the store host marked",
@@ -182,8 +189,14 @@ struct MovedStore {
   Job job;
   FormedRound basis;
   std::vector<RoundMember> members;
+  std::unique_ptr<Simulation> sim;  // after the job: its nodes end before the job goes
 
-  explicit MovedStore(int lost, int round = 0) {
+  enum class Time { kReal, kSimulated };
+  explicit MovedStore(int lost, int round = 0, Time time = Time::kReal) {
+    if (time == Time::kSimulated) {
+      sim = std::make_unique<Simulation>();  // time passes only while every node and the test wait
+      job.Simulate(*sim);
+    }
     job.min_nodes = 1;
     job.max_nodes = 3;
     job.last_call = milliseconds{60'000};
@@ -247,7 +260,7 @@ TEST_CASE("in a moved store, an even split is not enough", "[dynamic_rendezvous]
 
 TEST_CASE("a survivor that never saw the basis sealed still joins the moved store's round",
           "[dynamic_rendezvous][failover]") {
-  MovedStore moved(/*lost=*/0, /*round=*/3);
+  MovedStore moved(/*lost=*/0, /*round=*/3, MovedStore::Time::kSimulated);
   moved.job.keep_alive_interval = milliseconds{50};  // its place in round 3 is swept promptly
   auto successor = JoinAsync(moved.job, 1, moved.Member(1));
   moved.job.store->Wait({moved.job.Node(9).RoundKey(4, "node/1")}, kPromptly);
@@ -264,6 +277,8 @@ TEST_CASE("a survivor that never saw the basis sealed still joins the moved stor
 TEST_CASE("a member declared lost that rejoins anyway does not end the job",
           "[dynamic_rendezvous][quorum]") {
   Job job;
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.min_nodes = 2;
   job.last_call = milliseconds{60'000};
   const auto first = FormFirstRound(job, 3);
@@ -274,7 +289,7 @@ TEST_CASE("a member declared lost that rejoins anyway does not end the job",
   // Every member looks accounted for (two declarations and one rejoin) with fewer than MIN
   // here and no quorum yet, but node 0 is neither here nor gone: the round must wait for it.
   job.store->Wait({job.Node(9).RoundKey(1, "node/1")}, kPromptly);
-  CHECK(back.wait_for(milliseconds{300}) == std::future_status::timeout);
+  CHECK_FALSE(sim.Finishes(back, milliseconds{300}));
   auto last = JoinAsync(job, 0, first[0]);
   CHECK(Ready(back).group_world_size == 2);
   CHECK(Ready(last).group_world_size == 2);

@@ -34,6 +34,7 @@ using ddprun::rendezvous::SeqValue;
 using ddprun::store::StoreConnectionError;
 using ddprun::store::testing::AdvanceUntil;
 using ddprun::store::testing::ClockedStore;
+using ddprun::store::testing::Simulation;
 using ddprun::testing::FakeClock;
 using ddprun::rendezvous::testing::BeatAt;
 using ddprun::rendezvous::testing::Job;
@@ -95,7 +96,7 @@ void AwaitSettling(const Job& job, int round) {
 
 // A join that ends either formed or with an error (the job closed while it waited).
 std::optional<FormedRound> Outcome(std::future<FormedRound>& join) {
-  REQUIRE(join.wait_for(kPromptly) == std::future_status::ready);
+  REQUIRE(ddprun::rendezvous::testing::Finishes(join, kPromptly));
   try {
     return join.get();
   } catch (const std::exception&) {
@@ -248,6 +249,8 @@ TEST_CASE("two losses in a row spend no restart", "[dynamic_rendezvous][spare]")
 TEST_CASE("a node and its ring watcher lost together are swept before the round settles",
           "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(2, 4);
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   // Silent for 600 ms: swept. Live nodes beat every 200 ms, far inside that even under load.
   job.keep_alive_interval = milliseconds{200};
   const auto first = JoinAll(job, 4);
@@ -275,6 +278,8 @@ TEST_CASE("a node and its ring watcher lost together are swept before the round 
 TEST_CASE("a newcomer arriving with a loss does not charge the loss as a restart",
           "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(2, 3);
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.last_call = milliseconds{100};  // round 0 forms with 2; later rounds wait member_timeout
   const auto first = JoinAll(job, 2);  // room for one more
   auto newcomer = JoinAsync(job, 2);
@@ -298,6 +303,8 @@ TEST_CASE("a newcomer arriving with a loss does not charge the loss as a restart
 TEST_CASE("a loss nobody declares in a moved store is swept before a full round settles",
           "[dynamic_rendezvous][spare][failover]") {
   Job job = SpareJob(1, 5);
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.keep_alive_interval = milliseconds{200};  // live beats every 200 ms, dead after 600 ms
   const FormedRound basis{0, 0, 5, 0, 10, 2};
   std::vector<RoundMember> members;
@@ -333,22 +340,26 @@ TEST_CASE("a loss nobody declares in a moved store is swept before a full round 
 TEST_CASE("a seal by MAX settles after member_timeout when nobody accounts for a member",
           "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(2, 2);
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.member_timeout = milliseconds{300};
   job.last_call = milliseconds{300};
   const auto first = JoinAll(job, 2);
   auto spare = JoinAsync(job, 2);
   AwaitArrivals(job, 1, 1);
   WorkersFailed(job, 0, first[0]);
-  const auto started = Clock::now();
+  const auto started = sim.Now();
   auto survivor = JoinAsync(job, 0, first[0]);
   const FormedRound formed = Ready(survivor);  // node 1 is never declared
-  CHECK(Clock::now() - started >= milliseconds{300});
+  CHECK(sim.Now() - started >= milliseconds{300});
   CHECK(formed.restart_count == 1);  // nothing explains the failure: it is charged
   CHECK(Ready(spare).restart_count == 1);
 }
 
 TEST_CASE("a hot spare beats while it waits behind a full round", "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(2, 2);
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.keep_alive_interval = milliseconds{200};  // live beats every 200 ms, dead after 600 ms
   const auto first = JoinAll(job, 2);
   auto spare = JoinAsync(job, 2);
@@ -365,12 +376,14 @@ TEST_CASE("a hot spare beats while it waits behind a full round", "[dynamic_rend
 TEST_CASE("a hot spare that died while it waited is dropped from the round it fills",
           "[dynamic_rendezvous][spare]") {
   Job job = SpareJob(1, 2);
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.keep_alive_interval = milliseconds{200};  // silent for 600 ms: dead
   job.last_call = milliseconds{100};
   const auto first = JoinAll(job, 2);
   // A spare arrived 10 s ago, then its machine was reclaimed: its ticket, no beat since.
   job.store->Add(Key(job, 1, "seq"), SeqValue::kArrival + 4 * SeqValue::kWorker);
-  const std::int64_t ten_s_ago = NowMs() - 10'000;
+  const std::int64_t ten_s_ago = NowMs(job) - 10'000;
   job.store->SetString(Key(job, 1, "node/1"),
                        "{\"host\":\"spare\",\"addr\":\"10.0.0.9\",\"pid\":9,\"nproc\":4,"
                        "\"at\":" + std::to_string(ten_s_ago) + ",\"prev\":-1}");

@@ -33,6 +33,7 @@ using ddprun::rendezvous::testing::JoinAsync;
 using ddprun::rendezvous::testing::kPromptly;
 using ddprun::rendezvous::testing::Ready;
 using ddprun::store::testing::ClockedStore;
+using ddprun::store::testing::Simulation;
 using ddprun::testing::FakeClock;
 
 // Every member's view of one round agrees, ranks are a permutation, bases are prefix sums.
@@ -83,6 +84,8 @@ TEST_CASE("a round closes at once when MAX nodes arrive", "[dynamic_rendezvous]"
 
 TEST_CASE("with MIN nodes the round closes after the last call", "[dynamic_rendezvous]") {
   Job job;
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.min_nodes = 2;
   job.max_nodes = 8;
   auto a = JoinAsync(job, 0);
@@ -108,6 +111,8 @@ TEST_CASE("fewer than MIN nodes for join_timeout is a clear timeout", "[dynamic_
 
 TEST_CASE("a late node waits for the next round and is seen waiting", "[dynamic_rendezvous]") {
   Job job;
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.min_nodes = 2;
   job.max_nodes = 3;
   job.last_call = milliseconds{50};
@@ -280,6 +285,8 @@ TEST_CASE("failures that come with a lost member spend no restart", "[dynamic_re
   // after counts the loss, not a failure, even when its last call is shorter than the time it
   // takes to notice the loss (member_timeout).
   Job job;
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.min_nodes = 2;
   job.max_nodes = 3;
   job.last_call = milliseconds{100};
@@ -293,7 +300,7 @@ TEST_CASE("failures that come with a lost member spend no restart", "[dynamic_re
   survivor.Announce(0, {Kind::kFailure, first[0].group_rank, "host0", "{}"});
   auto a = JoinAsync(job, 0, first[0]);
   auto b = JoinAsync(job, 1, first[1]);
-  REQUIRE(a.wait_for(milliseconds{300}) == std::future_status::timeout);  // waits for node 2
+  REQUIRE_FALSE(sim.Finishes(a, milliseconds{300}));  // waits for node 2
   survivor.DeclareGone(0, first[2].group_rank, {Kind::kNodeLost, first[2].group_rank, "h2", ""});
   std::vector<FormedRound> views{Ready(a), Ready(b)};
   CheckConsistent(views, {2, 2});
@@ -302,6 +309,8 @@ TEST_CASE("failures that come with a lost member spend no restart", "[dynamic_re
 
 TEST_CASE("a node that dies while the round forms is dropped from it", "[dynamic_rendezvous]") {
   Job job;
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.min_nodes = 2;
   job.max_nodes = 4;
   job.last_call = milliseconds{600};
@@ -335,6 +344,8 @@ TEST_CASE("a node that dies while the round forms is dropped from it", "[dynamic
 
 TEST_CASE("dropping the dead never leaves fewer than MIN", "[dynamic_rendezvous]") {
   Job job;
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
   job.min_nodes = 2;
   job.max_nodes = 4;
   job.last_call = milliseconds{600};
