@@ -5,7 +5,7 @@
 include(CMakePackageConfigHelpers)
 
 set(DDPRUN_PUBLIC_HEADERS
-  common/errors.h common/version.h
+  common/cancellable_pause.h common/clock.h common/errors.h common/host_port.h common/version.h
   store/store.h store/store_auth.h store/store_protocol.h
   store/tcp_store_client.h
   worker/backend.h worker/communicator.h worker/data_type.h worker/program.h
