@@ -2,6 +2,7 @@
 
 #include "common/duration.h"
 #include "rendezvous/dynamic_rendezvous_values.h"
+#include "rendezvous/member_watch.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -285,7 +286,7 @@ void DynamicRendezvous::SweepSilentMembers(int round) {
         store_->Check({beat}) ? std::optional<std::int64_t>(IntText(store_->GetString(beat)))
                               : base;
     if (!last || now - *last <= patience) continue;
-    const std::string host = RecordedHost(*store_, keys_.Node(round - 1, rank + 1));
+    const std::string host = MemberHost(*store_, keys_, round - 1, rank);
     DeclareGone(round - 1, rank,
                 {RoundChange::Kind::kNodeLost, rank, host,
                  "heartbeats stopped " + DurationText(milliseconds{now - *last}) +

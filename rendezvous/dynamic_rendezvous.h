@@ -240,7 +240,6 @@ class DynamicRendezvous {
   std::string RoundKey(int round, const std::string& name) const {
     return keys_.Round(round, name);
   }
-  std::string NodeKey(int round, int ticket) const { return keys_.Node(round, ticket); }
 
  private:
   using TimePoint = Clock::TimePoint;
