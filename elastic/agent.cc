@@ -143,7 +143,9 @@ void Agent::StartWorkers() {
   live_workers_ = static_cast<int>(attempt_.workers.size());
   state_ = State::kHealthy;
   spdlog::info("[{}] starting {} workers (attempt {})", spec_.role, live_workers_, restart_count_);
-  processes_.Start(attempt_, [this](const WorkerExit& exit) { OnWorkerExit(exit); });
+  WorkerEvents events;
+  events.on_exit = [this](const WorkerExit& exit) { OnWorkerExit(exit); };
+  processes_.Start(attempt_, std::move(events));
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& worker : attempt_.workers) ranks.push_back(worker.global_rank);
   Emit("workers_started", {{"ranks", ranks}});

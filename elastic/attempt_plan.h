@@ -1,6 +1,7 @@
 // Turns the worker spec, this round's ranks and the attempt number into the processes to start:
 // argv with ${local_rank} substituted, environments, log files and console routing.
 #pragma once
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct WorkerSpec {
   bool virtual_local_rank = false;
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
+  std::chrono::milliseconds hang_timeout{0};  // --hang-timeout; 0: no hang detection
+  std::string timer_file;  // TORCHELASTIC_ENABLE_FILE_TIMER=1: the timer FIFO; "": no timer
 };
 
 // The group environment of one attempt: the spec's role and sizes, the round's place in the

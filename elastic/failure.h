@@ -21,6 +21,21 @@ struct WorkerExit {
   SystemTime time;                               // when the exit was observed
   std::optional<std::string> error_file_json;    // TORCHELASTIC_ERROR_FILE's content, if written
   std::string spawn_error;                       // why exec failed (status 126/127), else empty
+  std::string stderr_tail;  // the last lines of its stderr, when the launcher saw them
+  std::string stack_dump;   // what it wrote to stderr after DumpStacks asked for its stacks
+};
+
+// A worker group that stopped making progress: a rank was silent for the hang timeout, or a
+// file timer expired.
+struct HangReport {
+  enum class Kind { kNoProgress, kTimerExpired };
+  Kind kind = Kind::kNoProgress;
+  int local_rank = 0;  // the silent rank / the rank whose timer expired
+  pid_t pid = 0;
+  SystemTime time;     // when it was detected
+  std::string cause;   // one line: "no progress from local rank 1 for 10 s (...)"
+  std::string scope;   // kTimerExpired: the scope_id
+  int signal = 0;      // kTimerExpired: the signal the request asked for
 };
 
 struct ProcessFailure {
@@ -35,6 +50,8 @@ struct ProcessFailure {
 
 // Builds the failure record, taking message and timestamp from the error file when present
 // (both of torchrun's JSON formats; an unreadable file is reported in the message).
+// Without an error file, the message is the last lines of the worker's stderr when the launcher
+// saw them (else torchrun's fallback text).
 ProcessFailure MakeFailure(const WorkerExit& exit, int global_rank, const std::string& error_file);
 
 // Index of the first failure by time (ties: the earliest in the list). `failures` is non-empty.

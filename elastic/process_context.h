@@ -4,6 +4,8 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "elastic/failure.h"
@@ -16,6 +18,10 @@ struct StreamRoute {
   std::string file;          // non-empty: written to this file (redirect or tee)
   bool to_console = true;    // shown on the launcher's console
   bool prefixed = false;     // routed through the launcher with a line prefix (tee)
+  // Routed through the launcher even when not prefixed (a pseudo-terminal where the console is
+  // one, so workers still see a terminal; a pipe otherwise), passed on byte for byte: its
+  // bytes count as the worker's progress and its tail is kept for the failure summary.
+  bool watched = false;
 };
 
 // One worker process to start.
@@ -28,6 +34,8 @@ struct WorkerLaunch {
   StreamRoute err;
   std::string prefix;      // console prefix for prefixed streams; "${pid}" is still to fill
   std::string error_file;  // TORCHELASTIC_ERROR_FILE, read back when the worker fails
+  std::string pulse_file;  // hang detection: a FIFO each line written to is progress; "": none
+  std::string stacks_file; // where the stacks asked for by DumpStacks are copied; "": none
 };
 
 // One attempt of the local worker group.
@@ -36,6 +44,28 @@ struct AttemptLaunch {
   std::vector<WorkerLaunch> workers;
   std::vector<std::string> duplicate_stdout_filters;  // tee'd lines copied to filtered_stdout.log
   std::vector<std::string> duplicate_stderr_filters;
+  // Hang detection (--hang-timeout): a rank with no progress for this long is reported as
+  // hung; 0: off.
+  std::chrono::milliseconds hang_timeout{0};
+  // torchelastic's file timer (TORCHELASTIC_ENABLE_FILE_TIMER=1): the FIFO to create and serve
+  // for this attempt, removed when the group stops; "": none.
+  std::string timer_file;
+};
+
+// What the ProcessContext reports besides exits.
+struct WorkerEvents {
+  WorkerEvents() = default;
+  // Only exits (tests and callers that watch nothing else).
+  template <typename OnExit,
+            typename = std::enable_if_t<std::is_invocable_v<OnExit, const WorkerExit&>>>
+  WorkerEvents(OnExit on_exit) : on_exit(std::move(on_exit)) {}  // NOLINT: implicit on purpose
+
+  std::function<void(const WorkerExit&)> on_exit;  // once per worker
+  // A rank hung or its file timer expired (at most once per attempt; none once stopping).
+  std::function<void(const HangReport&)> on_hang;
+  // A worker still alive a bounded time after SIGKILL (state D): one line naming it and its
+  // state; the stop completes without it.
+  std::function<void(const std::string&)> on_unkillable;
 };
 
 class ProcessContext {
@@ -45,9 +75,17 @@ class ProcessContext {
   virtual ~ProcessContext() = default;
   // Starts every worker; `on_exit` runs once per worker, later, from the event loop (a worker
   // that cannot be executed is reported as an exit with code 127 or 126).
-  virtual void Start(const AttemptLaunch& attempt, ExitCallback on_exit) = 0;
+  virtual void Start(const AttemptLaunch& attempt, WorkerEvents events) = 0;
+  // Evidence before anything is killed: SIGABRT to every live worker process itself (not its
+  // group) with its core dumps turned off, so that PYTHONFAULTHANDLER writes every thread's
+  // stack to its stderr (copied to its stacks_file); `done` runs once every one of them exited
+  // or `window` passed. Their exits are reported as usual, with the dump in `stack_dump`.
+  virtual void DumpStacks(std::chrono::milliseconds window, std::function<void()> done) = 0;
+  // Sends `signal` to one live worker process (not its group); nothing if it is gone.
+  virtual void Signal(int local_rank, int signal) = 0;
   // Sends `signal` to every worker's process group, SIGKILLs what remains after `grace`, and
-  // calls `on_stopped` once every worker has been reaped. Calling it again re-sends the signal,
+  // calls `on_stopped` once every worker has been reaped, or a bounded time after the SIGKILL
+  // for workers that will not die (reported through on_unkillable first). Calling it again re-sends the signal,
   // keeps the earlier deadline and replaces the callback. Also cleans up what the workers
   // left in their process groups.
   virtual void Stop(int signal, std::chrono::milliseconds grace,

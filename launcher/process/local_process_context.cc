@@ -101,11 +101,12 @@ void LocalProcessContext::PrepareAttemptDir(const elastic::AttemptLaunch& attemp
   }
 }
 
-void LocalProcessContext::Start(const elastic::AttemptLaunch& attempt, ExitCallback on_exit) {
+void LocalProcessContext::Start(const elastic::AttemptLaunch& attempt,
+                                elastic::WorkerEvents events) {
   workers_.clear();
   filtered_stdout_.reset();
   filtered_stderr_.reset();
-  on_exit_ = std::move(on_exit);
+  on_exit_ = std::move(events.on_exit);
   stopping_ = false;
   deadline_armed_ = false;
   stdout_filters_ = attempt.duplicate_stdout_filters;
@@ -287,5 +288,11 @@ void LocalProcessContext::MaybeFinishStop() {
     if (callback) callback();
   });
 }
+
+void LocalProcessContext::DumpStacks(std::chrono::milliseconds, std::function<void()> done) {
+  asio::post(io_, std::move(done));
+}
+
+void LocalProcessContext::Signal(int, int) {}
 
 }  // namespace ddprun::launcher::process

@@ -18,7 +18,9 @@ class LocalProcessContext : public elastic::ProcessContext {
   // SIGKILLs and reaps whatever is still running: no worker outlives the context.
   ~LocalProcessContext() override;
 
-  void Start(const elastic::AttemptLaunch& attempt, ExitCallback on_exit) override;
+  void Start(const elastic::AttemptLaunch& attempt, elastic::WorkerEvents events) override;
+  void DumpStacks(std::chrono::milliseconds window, std::function<void()> done) override;
+  void Signal(int local_rank, int signal) override;
   void Stop(int signal, std::chrono::milliseconds grace,
             std::function<void()> on_stopped) override;
 

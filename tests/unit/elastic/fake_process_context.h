@@ -14,10 +14,23 @@ namespace ddprun::elastic::testing {
 
 class FakeProcessContext : public ProcessContext {
  public:
-  void Start(const AttemptLaunch& attempt, ExitCallback on_exit) override {
+  void Start(const AttemptLaunch& attempt, WorkerEvents events) override {
     attempts.push_back(attempt);
-    on_exit_ = std::move(on_exit);
+    on_exit_ = events.on_exit;
+    events_ = std::move(events);
   }
+  void DumpStacks(std::chrono::milliseconds window, std::function<void()> done) override {
+    dump_windows.push_back(window);
+    on_dumped_ = std::move(done);
+  }
+  void Signal(int local_rank, int signal) override { signals.emplace_back(local_rank, signal); }
+  void CompleteDump() {
+    REQUIRE(on_dumped_);
+    std::exchange(on_dumped_, nullptr)();
+  }
+  bool DumpPending() const { return static_cast<bool>(on_dumped_); }
+  void Hang(const HangReport& report) { events_.on_hang(report); }
+  void Unkillable(const std::string& line) { events_.on_unkillable(line); }
   void Stop(int signal, std::chrono::milliseconds grace, std::function<void()> on_stopped) override {
     stop_signals.push_back(signal);
     last_grace = grace;
@@ -44,10 +57,14 @@ class FakeProcessContext : public ProcessContext {
   std::vector<AttemptLaunch> attempts;
   std::vector<int> stop_signals;
   std::chrono::milliseconds last_grace{-1};
+  std::vector<std::chrono::milliseconds> dump_windows;
+  std::vector<std::pair<int, int>> signals;  // local rank, signal
 
  private:
   ExitCallback on_exit_;
+  WorkerEvents events_;
   std::function<void()> on_stopped_;
+  std::function<void()> on_dumped_;
 };
 
 }  // namespace ddprun::elastic::testing
