@@ -1,0 +1,302 @@
+"""Hangs (issue 24) with real PyTorch (gloo) under ddprun, for torch 1.13 (/usr/bin/python3) and
+torch 2.x (the venv of scripts/setup-torch2-venv.sh, given to ddprun with --python):
+
+(a) a rank that sleeps inside a step is caught by --hang-timeout within timeout + 2 s of its last
+    step record, every worker's Python stack is kept (stacks.log), ddprun names the rank and its
+    line, and the restart resumes from the checkpoint;
+(b) the same across two ddprun agents (static rendezvous on loopback), the hung rank on node 1:
+    both agents name it, both finish after the restart;
+(c) torchelastic's file timer (TORCHELASTIC_ENABLE_FILE_TIMER=1, FileTimerClient): an expired
+    scope restarts the group and the failure names the scope; released scopes never fire;
+(d) a rank that prints nothing for 3x the timeout but pulses $DDPRUN_PULSE_FILE is left alone;
+(e) ranks that print while stuck in all_reduce do not hide the silent rank that hangs.
+
+The workload is hang_train.py; every check reads its step log (JSON lines with wall-clock
+times). Exit 77 (skipped) without torch.
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import ddprun_testlib as lib  # noqa: E402
+
+lib.exit_if_no_torch()
+
+HANG_TRAIN = os.path.join(lib.INTEROP_DIR, "hang_train.py")
+TIMEOUT = 120          # one launch, at most
+HANG_TIMEOUT = 3       # --hang-timeout (s)
+DETECTION_SLACK = 2.0  # detected within HANG_TIMEOUT + this of the hung rank's last record
+
+
+def _line_of(marker):
+    with open(HANG_TRAIN) as f:
+        for number, line in enumerate(f, 1):
+            if marker in line:
+                return number
+    raise AssertionError("%s not in %s" % (marker, HANG_TRAIN))
+
+
+SLEEP_LINE = _line_of("# hang_train: the hung rank sleeps here")
+ALL_REDUCE_LINE = _line_of("# hang_train: the other ranks wait here")
+
+
+def torch_major(python):
+    if not python or not os.access(python, os.X_OK):
+        return None
+    try:
+        out = subprocess.run([python, "-c", "import torch.distributed, torch; print(torch.__version__)"],
+                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return int(out.stdout.split(".")[0]) if out.returncode == 0 else None
+
+
+def torch2_python():
+    """$DDPRUN_TORCH2_PYTHON, else the path in <build>/torch2-python, else the default venv."""
+    if os.environ.get("DDPRUN_TORCH2_PYTHON"):
+        return os.environ["DDPRUN_TORCH2_PYTHON"]
+    try:
+        with open(os.path.join(lib.BUILD_DIR, "torch2-python")) as f:
+            path = f.read().strip()
+        if path:
+            return path
+    except OSError:
+        pass
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "ddprun", "torch2-venv", "bin", "python")
+
+
+TORCH1 = lib.SYSTEM_PYTHON if torch_major(lib.SYSTEM_PYTHON) == 1 else None
+TORCH2 = torch2_python() if torch_major(torch2_python()) == 2 else None
+
+
+class HangChecks:
+    """The tests, run once per torch version by the subclasses below (PYTHON)."""
+
+    PYTHON = None
+    require_binaries = (lib.DDPRUN,)
+
+    def setUp(self):
+        super().setUp()
+        if self.PYTHON is None:
+            self.skipTest("this torch version is not installed")
+        self.step_log = self.path("steps.jsonl")
+        self.ckpt_dir = self.path("ckpt")
+        os.mkdir(self.ckpt_dir)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def script(self, *flags):
+        return ["--python", self.PYTHON, HANG_TRAIN, "--ckpt-dir", self.ckpt_dir,
+                "--step-log", self.step_log] + [str(f) for f in flags]
+
+    def launch(self, *flags, script=(), env_extra=None, log_dir=None):
+        """One single-node job of 2 workers; returns its Result."""
+        log_dir = log_dir or self.path("logs")
+        return self.ddprun("--standalone", "--nproc_per_node=2", "--log-dir", log_dir, *flags,
+                           *self.script(*script), env=self.env(env_extra), timeout=TIMEOUT)
+
+    def records(self):
+        with open(self.step_log) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def select(self, records, **match):
+        return [r for r in records if all(r.get(k) == v for k, v in match.items())]
+
+    def stacks_logs(self, log_dir, attempt=0):
+        return sorted(glob.glob(os.path.join(log_dir, "*", "attempt_%d" % attempt, "*",
+                                             "stacks.log")))
+
+    def assertResumed(self, records, result, hang_step, steps, ranks=(0, 1)):
+        """Attempt 0 stopped before finishing hang_step; attempt 1 (restart count 1) resumed from
+        the checkpoint at hang_step, ran hang_step..steps-1 on every rank, and finished."""
+        info = result.describe() + "\nrecords:\n" + "\n".join(json.dumps(r) for r in records)
+        for rank in ranks:
+            done0 = sorted(r["step"] for r in self.select(records, event="step", rank=rank,
+                                                          attempt=0))
+            self.assertEqual(done0, list(range(hang_step)), "rank %d, attempt 0\n%s" % (rank, info))
+            resume = self.select(records, event="resume", rank=rank, attempt=1)
+            self.assertEqual([r["from_step"] for r in resume], [hang_step],
+                             "rank %d did not resume from the checkpoint\n%s" % (rank, info))
+            done1 = sorted(r["step"] for r in self.select(records, event="step", rank=rank,
+                                                          attempt=1))
+            self.assertEqual(done1, list(range(hang_step, steps)), "rank %d, attempt 1\n%s" %
+                             (rank, info))
+            self.assertEqual(len(self.select(records, event="done", rank=rank, attempt=1)), 1, info)
+        self.assertFalse([r for r in records if r["attempt"] > 1], info)
+        self.assertFalse(self.select(records, event="pulse_error"), info)
+
+    def assertNamesStuck(self, result, rank=1, what="stderr"):
+        text = result.stderr
+        self.assertRegex(text, r"rank %d stuck at \S*hang_train\.py:%d\b" % (rank, SLEEP_LINE),
+                         "%s does not name rank %d at hang_train.py:%d\n%s" %
+                         (what, rank, SLEEP_LINE, result.describe()))
+
+    # -- (a) -----------------------------------------------------------------------------------
+
+    def test_hung_rank_is_caught_dumped_named_and_restarted(self):
+        log_dir = self.path("logs")
+        result = self.launch("--hang-timeout=%d" % HANG_TIMEOUT, "--max_restarts=1",
+                             log_dir=log_dir, script=("--steps", 6, "--hang-rank", 1,
+                                                      "--hang-step", 3))
+        self.assertExit(result, 0)
+        self.assertNoLauncherTraceback(result)
+        records = self.records()
+        self.assertResumed(records, result, hang_step=3, steps=6)
+        self.assertNamesStuck(result)
+        self.assertIn("no progress", result.stderr, result.describe())
+        # rank 0 was waiting in all_reduce: it must not be the one named as stuck.
+        self.assertNotRegex(result.stderr, r"rank 0 stuck at", result.describe())
+
+        stacks = self.stacks_logs(log_dir)
+        self.assertEqual([os.path.basename(os.path.dirname(p)) for p in stacks], ["0", "1"],
+                         "stacks.log per local rank of attempt 0: %s\n%s" % (stacks,
+                                                                               result.describe()))
+        hung = lib.read_file(stacks[1])
+        self.assertRegex(hung, r'File "\S*hang_train\.py", line %d' % SLEEP_LINE, hung)
+        waiting = lib.read_file(stacks[0])
+        self.assertRegex(waiting, r'File "\S*hang_train\.py", line %d' % ALL_REDUCE_LINE, waiting)
+        self.assertIn("all_reduce", waiting)
+
+        # Detection: the stack files are written when the hang is caught. The hung rank's last
+        # record (hang_start) follows its last output by --step-time; allow timeout + 2 s.
+        hang_start = self.select(records, event="hang_start", rank=1, attempt=0)[0]["time"]
+        detected = min(os.path.getmtime(p) for p in stacks)
+        self.assertLessEqual(detected - hang_start, HANG_TIMEOUT + DETECTION_SLACK,
+                             "hang caught %.2f s after it began (bound %.1f s)\n%s" %
+                             (detected - hang_start, HANG_TIMEOUT + DETECTION_SLACK,
+                              result.describe()))
+        self.assertGreaterEqual(detected - hang_start, HANG_TIMEOUT - 0.5,
+                                "caught before the timeout ran out\n" + result.describe())
+        restarted = min(r["time"] for r in self.select(records, event="start", attempt=1))
+        self.assertGreater(restarted, detected - 0.05, result.describe())
+
+    # -- (b) -----------------------------------------------------------------------------------
+
+    def test_hung_rank_on_node_1_is_named_by_both_nodes(self):
+        port = lib.free_port()
+        procs = []
+        for node in range(2):
+            procs.append(self.start_ddprun(
+                "--nnodes=2", "--node_rank=%d" % node, "--master_addr=127.0.0.1",
+                "--master_port=%d" % port, "--nproc_per_node=1",
+                "--hang-timeout=%d" % HANG_TIMEOUT, "--max_restarts=1",
+                "--log-dir", self.path("logs%d" % node),
+                # rank 0 prints while it waits, so that only rank 1 (node 1) shows no progress.
+                *self.script("--steps", 6, "--hang-rank", 1, "--hang-step", 3, "--print-thread"),
+                env=self.env({"HANG_NODE": str(node)})))
+        results = [self.finish(p, timeout=TIMEOUT) for p in procs]
+        for result in results:
+            self.assertExit(result, 0)
+            self.assertNoLauncherTraceback(result)
+        records = self.records()
+        self.assertEqual({r["node"] for r in self.select(records, rank=1)}, {"1"})
+        self.assertResumed(records, results[1], hang_step=3, steps=6)
+        self.assertNamesStuck(results[1], what="node 1 (the hung rank's)")
+        self.assertNamesStuck(results[0], what="node 0 (through the failure record)")
+        self.assertNotRegex(results[0].stderr + results[1].stderr, r"rank 0 stuck at")
+        stacks = self.stacks_logs(self.path("logs1"))
+        self.assertEqual(len(stacks), 1, "%s\n%s" % (stacks, results[1].describe()))
+        self.assertRegex(lib.read_file(stacks[0]),
+                         r'File "\S*hang_train\.py", line %d' % SLEEP_LINE)
+
+    # -- (c) -----------------------------------------------------------------------------------
+
+    FILE_TIMER_ENV = {"TORCHELASTIC_ENABLE_FILE_TIMER": "1"}
+
+    def test_file_timer_expiry_restarts_the_group(self):
+        result = self.launch("--max_restarts=1", env_extra=self.FILE_TIMER_ENV,
+                             script=("--steps", 5, "--hang-rank", 1, "--hang-step", 2,
+                                     "--file-timer", 2))
+        self.assertExit(result, 0)
+        self.assertNoLauncherTraceback(result)
+        records = self.records()
+        self.assertResumed(records, result, hang_step=2, steps=5)
+        hang_start = self.select(records, event="hang_start", rank=1, attempt=0)[0]["time"]
+        restarted = min(r["time"] for r in self.select(records, event="start", attempt=1))
+        # The scope expires 2 s after it was armed (hang_start is --step-time later).
+        self.assertLess(restarted - hang_start, 2 + 4.0, result.describe())
+        self.assertIn("file timer expired", result.stderr, result.describe())
+        self.assertIn("train_step", result.stderr, result.describe())
+
+    def test_file_timer_expiry_is_the_root_cause_without_restarts(self):
+        result = self.launch("--max_restarts=0", env_extra=self.FILE_TIMER_ENV,
+                             script=("--steps", 4, "--hang-rank", 1, "--hang-step", 1,
+                                     "--file-timer", 2))
+        self.assertNotEqual(result.returncode, 0, result.describe())
+        self.assertNoLauncherTraceback(result)
+        self.assertRegex(result.stderr, r"file timer expired[^\n]*train_step|"
+                         r"train_step[^\n]*file timer expired", result.describe())
+        records = self.records()
+        self.assertFalse([r for r in records if r["attempt"] > 0], result.describe())
+
+    def test_released_file_timer_scopes_never_fire(self):
+        # 16 steps of ~0.1 s, each in a 1 s scope: a scope left armed would fire mid-run.
+        result = self.launch("--max_restarts=1", env_extra=self.FILE_TIMER_ENV,
+                             script=("--steps", 16, "--file-timer", 1))
+        self.assertExit(result, 0)
+        records = self.records()
+        info = result.describe() + "\n" + "\n".join(json.dumps(r) for r in records)
+        self.assertEqual({r["attempt"] for r in records}, {0}, info)
+        for rank in (0, 1):
+            self.assertEqual(len(self.select(records, event="step", rank=rank)), 16, info)
+            self.assertEqual(len(self.select(records, event="done", rank=rank)), 1, info)
+        self.assertNotIn("file timer expired", result.stderr, info)
+
+    # -- (d) -----------------------------------------------------------------------------------
+
+    def test_silent_rank_that_pulses_is_left_alone(self):
+        hang_timeout, silence = 2, 6
+        result = self.launch("--hang-timeout=%d" % hang_timeout, "--max_restarts=1",
+                             script=("--steps", 3, "--silent-pulse", silence))
+        self.assertExit(result, 0)
+        records = self.records()
+        info = result.describe() + "\n" + "\n".join(json.dumps(r) for r in records)
+        self.assertEqual({r["attempt"] for r in records}, {0}, "restarted\n" + info)
+        self.assertFalse(self.select(records, event="pulse_error"), info)
+        for rank in (0, 1):
+            start = self.select(records, event="silent_start", rank=rank)
+            end = self.select(records, event="silent_end", rank=rank)
+            self.assertEqual((len(start), len(end)), (1, 1), info)
+            self.assertGreaterEqual(end[0]["time"] - start[0]["time"], silence - 0.1, info)
+            self.assertEqual(len(self.select(records, event="done", rank=rank)), 1, info)
+        self.assertNotIn("no progress", result.stderr, info)
+
+    # -- (e) -----------------------------------------------------------------------------------
+
+    def test_printing_while_stuck_does_not_hide_the_silent_rank(self):
+        log_dir = self.path("logs")
+        result = self.launch("--hang-timeout=%d" % HANG_TIMEOUT, "--max_restarts=1",
+                             log_dir=log_dir, script=("--steps", 5, "--hang-rank", 1,
+                                                      "--hang-step", 2, "--print-thread"))
+        self.assertExit(result, 0)
+        records = self.records()
+        self.assertResumed(records, result, hang_step=2, steps=5)
+        self.assertNamesStuck(result)
+        self.assertNotRegex(result.stderr, r"rank 0 stuck at", result.describe())
+        # rank 0 did print while it waited (else this would be test (a) again).
+        self.assertIn("rank 0 waiting in all_reduce", result.stdout + result.stderr)
+        hang_start = self.select(records, event="hang_start", rank=1, attempt=0)[0]["time"]
+        stacks = self.stacks_logs(log_dir)
+        self.assertTrue(stacks, result.describe())
+        detected = min(os.path.getmtime(p) for p in stacks)
+        self.assertLessEqual(detected - hang_start, HANG_TIMEOUT + DETECTION_SLACK,
+                             result.describe())
+
+
+class Torch1HangTest(HangChecks, lib.DdprunTestCase):
+    PYTHON = TORCH1
+
+
+@unittest.skipUnless(TORCH2, "no torch 2.x venv (run scripts/setup-torch2-venv.sh)")
+class Torch2HangTest(HangChecks, lib.DdprunTestCase):
+    PYTHON = TORCH2
+
+
+if __name__ == "__main__":
+    unittest.main()
