@@ -10,6 +10,8 @@ step 3 of attempt 0 (attempt 1 does not hang and resumes from the step-2 checkpo
                       timer.expires(after=--timeout, scope="train_step") (FileTimerClient)
   ddprun              ddprun --hang-timeout=--timeout
   ddprun+timer        ddprun, TORCHELASTIC_ENABLE_FILE_TIMER=1, the same scopes as torchrun+timer
+  torchrun-1.13+timer Debian's torchrun 1.13 (/usr/bin/torchrun, its python) with the file timer,
+                      for reference (--monitor_interval=0.1 -r 1 -t 1, see ddprun_testlib)
 
 Times come from the script's step log (wall clock, one JSON line per event): hang = rank 1's
 "hang_start" record; → restart = the first "start" record of attempt 1 (written before `import
@@ -45,12 +47,13 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 import ddprun_testlib as lib  # noqa: E402
 
 HANG_TRAIN = REPO / "tests" / "interop" / "hang_train.py"
-CASES = ["torchrun", "torchrun+timer", "ddprun", "ddprun+timer"]
+CASES = ["torchrun", "torchrun+timer", "ddprun", "ddprun+timer", "torchrun-1.13+timer"]
 HANG_STEP = 3
 STEPS = 6
-LAUNCHER_LINE = re.compile(r"^(\[ddprun\]|[IWEF]\d{4} \d\d:\d\d:\d\d|Traceback|\S+Error\b|\S+"
-                           r"Exception\b|torch\.distributed\S*: |\S+ FAILED|Root Cause|"
-                           r"  (rank|exitcode|time|error_file) +:)")
+LAUNCHER_LINE = re.compile(
+    r"^(\[ddprun\]|(INFO|WARNING|ERROR):torch|[IWEF]\d{4} \d\d:\d\d:\d\d|Traceback|"
+    r"\S+Error\b|\S+Exception\b|torch\.distributed\S*: |\S+ FAILED|Root Cause|"
+    r"  (rank|exitcode|time|error_file) +:)")
 
 
 def parse_args() -> argparse.Namespace:
@@ -104,7 +107,11 @@ def command(case, args, python, tmp):
     if case.endswith("+timer"):
         script += ["--file-timer", "%g" % args.timeout]
         env["TORCHELASTIC_ENABLE_FILE_TIMER"] = "1"
-    if case.startswith("torchrun"):
+    if case == "torchrun-1.13+timer":
+        cmd = lib.torchrun_prefix() + lib.TORCHRUN_COMPAT_FLAGS + [
+            "--nproc_per_node=2", "--max_restarts=1", "--rdzv_backend=c10d",
+            "--rdzv_endpoint=127.0.0.1:%d" % lib.free_port()] + script
+    elif case.startswith("torchrun"):
         torchrun = os.path.join(os.path.dirname(python), "torchrun")
         cmd = [torchrun, "--nproc_per_node=2", "--max_restarts=1", "--rdzv_backend=c10d",
                "--rdzv_endpoint=127.0.0.1:%d" % lib.free_port()] + script
@@ -133,7 +140,8 @@ def one_run(case, args, python):
     cmd, extra = command(case, args, python, tmp)
     env = lib.clean_env(dict(extra, **{lib.MARKER_VAR: marker}))
     log = os.path.join(tmp, "steps.jsonl")
-    with open(os.path.join(tmp, "stdout"), "w") as out, open(os.path.join(tmp, "stderr"), "w") as err:
+    with open(os.path.join(tmp, "stdout"), "w") as out, \
+            open(os.path.join(tmp, "stderr"), "w") as err:
         started = time.monotonic()
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                 cwd=tmp, start_new_session=True)
@@ -223,11 +231,12 @@ def main():
         for run in range(args.runs):
             sample = one_run(case, args, python)
             samples.append(sample)
-            print("  %-15s run %d: exit %s; hang -> restart %s, -> first step %s, -> launcher exit"
-                  " %s; resumed from %s; leftovers %d" % (
-                      case, run + 1, describe_exit(sample, args.cap), secs(sample["hang_to_restart_s"]),
-                      secs(sample["hang_to_first_step_s"]), secs(sample["hang_to_launcher_exit_s"]),
-                      sample["resumed_from"], sample["leftovers"]), flush=True)
+            print("  %-19s run %d: exit %s; hang -> restart %s, -> first step %s, -> launcher"
+                  " exit %s; resumed from %s; leftovers %d" % (
+                      case, run + 1, describe_exit(sample, args.cap),
+                      secs(sample["hang_to_restart_s"]), secs(sample["hang_to_first_step_s"]),
+                      secs(sample["hang_to_launcher_exit_s"]), sample["resumed_from"],
+                      sample["leftovers"]), flush=True)
     print()
     print("| case | exit (hang → launcher exit) | hang → new attempt started | hang → its first "
           "step | vs ddprun --hang-timeout | launcher's last lines |")

@@ -49,8 +49,9 @@ def torch_major(python):
     if not python or not os.access(python, os.X_OK):
         return None
     try:
-        out = subprocess.run([python, "-c", "import torch.distributed, torch; print(torch.__version__)"],
-                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        out = subprocess.run([python, "-c", "import torch, torch.distributed as d; "
+                              "print(torch.__version__)"], capture_output=True, text=True,
+                             timeout=120, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return int(out.stdout.split(".")[0]) if out.returncode == 0 else None
@@ -236,15 +237,15 @@ class HangChecks:
         self.assertFalse([r for r in records if r["attempt"] > 0], result.describe())
 
     def test_released_file_timer_scopes_never_fire(self):
-        # 16 steps of ~0.1 s, each in a 1 s scope: a scope left armed would fire mid-run.
+        # 24 steps of ~0.1 s, each in a 1 s scope: a scope left armed would fire mid-run.
         result = self.launch("--max_restarts=1", env_extra=self.FILE_TIMER_ENV,
-                             script=("--steps", 16, "--file-timer", 1))
+                             script=("--steps", 24, "--file-timer", 1))
         self.assertExit(result, 0)
         records = self.records()
         info = result.describe() + "\n" + "\n".join(json.dumps(r) for r in records)
         self.assertEqual({r["attempt"] for r in records}, {0}, info)
         for rank in (0, 1):
-            self.assertEqual(len(self.select(records, event="step", rank=rank)), 16, info)
+            self.assertEqual(len(self.select(records, event="step", rank=rank)), 24, info)
             self.assertEqual(len(self.select(records, event="done", rank=rank)), 1, info)
         self.assertNotIn("file timer expired", result.stderr, info)
 
