@@ -145,6 +145,11 @@ void Agent::StartWorkers() {
   spdlog::info("[{}] starting {} workers (attempt {})", spec_.role, live_workers_, restart_count_);
   WorkerEvents events;
   events.on_exit = [this](const WorkerExit& exit) { OnWorkerExit(exit); };
+  events.on_hang = [this](const HangReport& report) { HandleHang(report); };
+  events.on_unkillable = [this](const std::string& line) { HandleUnkillable(line); };
+  hang_.reset();
+  stack_dumps_.assign(attempt_.workers.size(), std::string());
+  dumping_ = false;
   processes_.Start(attempt_, std::move(events));
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& worker : attempt_.workers) ranks.push_back(worker.global_rank);
@@ -155,6 +160,7 @@ void Agent::StartWorkers() {
 void Agent::OnWorkerExit(const WorkerExit& exit) {
   --live_workers_;
   const WorkerLaunch& worker = attempt_.workers.at(exit.local_rank);
+  if (!exit.stack_dump.empty()) stack_dumps_.at(exit.local_rank) = exit.stack_dump;
   Emit("worker_exited", {{"local_rank", exit.local_rank},
                          {"rank", worker.global_rank},
                          {"pid", exit.pid},
@@ -216,6 +222,15 @@ void Agent::StopGroup(int signal, std::chrono::milliseconds grace) {
 }
 
 void Agent::OnGroupStopped() {
+  if (!unkillable_.empty() && state_ != State::kStoppingForSignal) {
+    // A worker that will not die keeps its GPU and memory: no new attempt on this host. The
+    // node exits (its peers see it lost) rather than wedging.
+    AgentResult result = Outcome(AgentResult::State::kFailed);
+    result.failures = failures_;
+    result.note = unkillable_.front() + "; this node stops here instead of restarting";
+    Finish(result);
+    return;
+  }
   if (state_ == State::kStoppingForSignal) {
     group_stopped_ = true;
     FinishStoppedOnceTold();

@@ -64,6 +64,8 @@ struct AgentOptions {
   std::chrono::milliseconds shutdown_timeout{30'000};
   std::chrono::milliseconds exit_barrier_timeout{300'000};    // torchrun's exit_barrier_timeout
   std::chrono::milliseconds failure_barrier_timeout{15'000};  // node 0 outlives failing peers
+  // How long workers asked for their stacks (a hang, an expired timer) get to write them.
+  std::chrono::milliseconds stack_dump_window{5'000};
   Clock* clock = &RealClock();  // the time of the record a stopping agent leaves (not owned)
 };
 
@@ -90,6 +92,12 @@ class Agent {
   void HandleNodeLost(int node_rank, const std::string& reason);
   // Elastic: the round must form again (a node waits to join, or a member left).
   void HandleMembershipChange(const std::string& reason);
+  // The ProcessContext's: a rank hung or its file timer expired (agent_hang.cc). The live
+  // workers are asked for their stacks first; then the group fails like any failure, its root
+  // cause naming where each rank was.
+  void HandleHang(const HangReport& report);
+  // A worker that would not die after SIGKILL: the node exits once the group is stopped.
+  void HandleUnkillable(const std::string& line);
 
   int RestartCount() const { return restart_count_; }
 
@@ -111,6 +119,9 @@ class Agent {
   void Unwatch();
   void OnWorkerExit(const WorkerExit& exit);
   void OnLocalFailure(const ProcessFailure& failure);
+  void OnStacksDumped();
+  ProcessFailure HangFailure() const;
+  void DumpStacksThenStop();
   void OnAllSucceeded();
   void StopAfterFailure();
   void OnGroupStopped();
@@ -173,6 +184,11 @@ class Agent {
   // kStoppingForSignal: the leaving record is still being written / the workers have exited.
   bool telling_peers_ = false;
   bool group_stopped_ = false;
+  // Hangs: the report being acted on, the stacks the workers wrote, and whether a dump runs.
+  std::optional<HangReport> hang_;
+  std::vector<std::string> stack_dumps_;  // per local rank
+  bool dumping_ = false;
+  std::vector<std::string> unkillable_;
 };
 
 }  // namespace ddprun::elastic

@@ -34,6 +34,10 @@ void Agent::HandleRemoteFailure(const NodeFailure& record) {
                 record.failure.status.TorchrunCode());
   failures_.push_back(record.failure);
   failure_origins_.push_back({record.node_rank, record.host, false});
+  if (record.failure.hang) {
+    DumpStacksThenStop();  // the hung group's stacks on this node too
+    return;
+  }
   StopAfterFailure();
 }
 

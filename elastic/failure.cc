@@ -88,6 +88,11 @@ std::size_t LongestLine(const std::string& text) {
 ProcessFailure MakeFailure(const WorkerExit& exit, int global_rank, const std::string& error_file) {
   ProcessFailure failure{exit.local_rank, global_rank, exit.pid, exit.status, exit.time,
                          "<N/A>", FallbackMessage(exit)};
+  if (!exit.error_file_json && exit.spawn_error.empty() && !exit.stderr_tail.empty()) {
+    // No @record: what the worker last said beats a link to the docs.
+    failure.message = (exit.status.Signaled() ? failure.message + "\n" : std::string()) +
+                      "last lines of stderr:\n" + exit.stderr_tail;
+  }
   if (!exit.error_file_json) return failure;
   failure.error_file = error_file;
   try {

@@ -46,6 +46,7 @@ struct ProcessFailure {
   SystemTime time;
   std::string error_file;  // path, or "<N/A>" when the worker wrote none
   std::string message;     // traceback, error message, or torchrun's fallback text
+  bool hang = false;       // a hang or an expired file timer, not an exit of its own
 };
 
 // Builds the failure record, taking message and timestamp from the error file when present

@@ -18,7 +18,8 @@ std::string EncodeNodeFailure(const NodeFailure& record) {
       {"time_ms",
        std::chrono::duration_cast<std::chrono::milliseconds>(f.time.time_since_epoch()).count()},
       {"error_file", f.error_file},
-      {"message", f.message}};
+      {"message", f.message},
+      {"hang", f.hang}};
   return json.dump();
 }
 
@@ -38,6 +39,7 @@ NodeFailure DecodeNodeFailure(const std::string& text) {
     f.time = SystemTime{std::chrono::milliseconds{json.at("time_ms").get<long long>()}};
     f.error_file = json.at("error_file").get<std::string>();
     f.message = json.at("message").get<std::string>();
+    f.hang = json.value("hang", false);  // absent in records of older agents
     return record;
   } catch (const nlohmann::json::exception& error) {
     throw std::invalid_argument(std::string("bad node failure record: ") + error.what());

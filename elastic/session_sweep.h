@@ -16,6 +16,7 @@ struct ProcessInfo {
   int pid = 0;
   int session = 0;
   bool dead = false;  // a zombie (or exiting): nothing left to kill
+  char state = 0;     // /proc/<pid>/stat's state letter: R, S, D, T, Z, …
 };
 
 class ProcessTable {

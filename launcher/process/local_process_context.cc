@@ -1,7 +1,12 @@
 #include "launcher/process/local_process_context.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <termios.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,11 +15,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/duration.h"
 #include "common/errors.h"
 #include "common/logging.h"
 #include "elastic/arg_template.h"
 #include "launcher/process/log_pipe.h"
+#include "launcher/process/proc_table.h"
 #include "launcher/process/spawn.h"
+#include "launcher/process/worker_watchdog.h"
 
 namespace ddprun::launcher::process {
 namespace fs = boost::filesystem;
@@ -26,15 +34,30 @@ struct LocalProcessContext::Worker {
   WorkerLaunch launch;
   pid_t pid = -1;
   bool alive = false;
+  bool abandoned = false;          // alive long after SIGKILL: no longer waited for
+  bool dumping = false;            // asked for its stacks (DumpStacks)
   bool group_left_behind = false;  // members of its process group outlived the worker
   std::unique_ptr<asio::posix::stream_descriptor> exit_watch;
   std::unique_ptr<LogPipe> out_pipe;
   std::unique_ptr<LogPipe> err_pipe;
+  std::string stderr_tail;  // the last kTailBytes of its stderr
+  std::string stack_dump;   // its stderr since DumpStacks
+  std::unique_ptr<OutputFile> stacks_file;
 };
 
 namespace {
 
+constexpr std::size_t kTailBytes = 8 * 1024;
+constexpr std::size_t kTailLines = 20;
+constexpr std::size_t kMaxStackDump = 512 * 1024;
+
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+class KillSignaller : public ProcessSignaller {
+ public:
+  void Kill(pid_t pid, int signal) override { ::kill(pid, signal); }
+  void KillGroup(pid_t group, int signal) override { ::killpg(group, signal); }
+};
 
 std::optional<std::string> ReadFile(const std::string& path) {
   if (path.empty()) return std::nullopt;
@@ -52,6 +75,40 @@ bool MatchesAny(std::string_view line, const std::vector<std::string>& filters) 
   return false;
 }
 
+// The last `lines` lines of `text` (a partial first line of the tail is dropped).
+std::string LastLines(const std::string& text, std::size_t lines) {
+  std::size_t end = text.size();
+  while (end > 0 && text[end - 1] == '\n') --end;
+  std::size_t begin = end;
+  for (std::size_t count = 0; begin > 0 && count < lines;) {
+    --begin;
+    if (text[begin] == '\n') {
+      if (++count == lines) {
+        ++begin;
+        break;
+      }
+    }
+  }
+  return text.substr(begin, end - begin);
+}
+
+void AppendBounded(std::string& text, std::string_view chunk, std::size_t limit) {
+  text.append(chunk);
+  if (text.size() > limit) text.erase(0, text.size() - limit);
+}
+
+std::string StateName(char state) {
+  switch (state) {
+    case 'D': return "D (uninterruptible sleep: a driver or filesystem call that does not return)";
+    case 'R': return "R (running)";
+    case 'S': return "S (sleeping)";
+    case 'T': return "T (stopped)";
+    case 't': return "t (traced)";
+    case 'Z': return "Z (zombie)";
+    default: return std::string(1, state);
+  }
+}
+
 // A pipe whose write end goes to the child and whose read end the launcher keeps.
 struct Pipe {
   int read_fd = -1;
@@ -64,17 +121,58 @@ Pipe MakePipe() {
   return {fds[0], fds[1]};
 }
 
+// A pseudo-terminal for a worker whose console is a terminal: the worker gets the slave (so it
+// still sees a terminal: colours, progress bars, isatty), the launcher relays the master. The
+// slave starts with the console's settings and size, less output post-processing (the
+// console's own turns "\n" into "\r\n"; log copies keep plain newlines).
+Pipe MakePty(int console_fd) {
+  termios settings{};
+  winsize size{};
+  const bool have_settings = ::tcgetattr(console_fd, &settings) == 0;
+  if (have_settings) settings.c_oflag &= ~static_cast<tcflag_t>(OPOST);
+  const bool have_size = ::ioctl(console_fd, TIOCGWINSZ, &size) == 0;
+  int master = -1;
+  int slave = -1;
+  if (::openpty(&master, &slave, nullptr, have_settings ? &settings : nullptr,
+                have_size ? &size : nullptr) != 0) {
+    return MakePipe();  // no pseudo-terminals here (a container without /dev/pts): a pipe
+  }
+  ::fcntl(master, F_SETFD, FD_CLOEXEC);
+  ::fcntl(slave, F_SETFD, FD_CLOEXEC);
+  return {master, slave};
+}
+
 int OpenDevNull() { return ::open("/dev/null", O_WRONLY | O_CLOEXEC); }
 
 }  // namespace
 
+ProcessSignaller& RealSignaller() {
+  static KillSignaller signaller;
+  return signaller;
+}
+
 LocalProcessContext::LocalProcessContext(asio::io_context& io, int session_keeper_fd)
-    : io_(io), session_keeper_fd_(session_keeper_fd), kill_timer_(io) {}
+    : LocalProcessContext(io, LocalProcessOptions{session_keeper_fd}) {}
+
+LocalProcessContext::LocalProcessContext(asio::io_context& io, LocalProcessOptions options)
+    : io_(io),
+      options_(options),
+      kill_timer_(io),
+      unkillable_timer_(io),
+      dump_timer_(io) {}
 
 LocalProcessContext::~LocalProcessContext() {
   for (const auto& worker : workers_) {
-    if (!worker->alive) continue;
+    if (!worker->alive || worker->abandoned) continue;
     ::killpg(worker->pid, SIGKILL);
+    // Bounded: a worker in state D ignores SIGKILL until its call returns.
+    if (worker->exit_watch) {
+      pollfd exited{worker->exit_watch->native_handle(), POLLIN, 0};
+      const auto wait = static_cast<int>(options_.unkillable_wait.count());
+      while (::poll(&exited, 1, wait) < 0 && errno == EINTR) {
+      }
+      if ((exited.revents & POLLIN) == 0) continue;
+    }
     int status = 0;
     while (::waitpid(worker->pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -103,16 +201,26 @@ void LocalProcessContext::PrepareAttemptDir(const elastic::AttemptLaunch& attemp
 
 void LocalProcessContext::Start(const elastic::AttemptLaunch& attempt,
                                 elastic::WorkerEvents events) {
+  watchdog_.reset();  // the previous attempt's FIFOs go
   workers_.clear();
   filtered_stdout_.reset();
   filtered_stderr_.reset();
-  on_exit_ = std::move(events.on_exit);
+  events_ = std::move(events);
+  on_dumped_ = nullptr;
   stopping_ = false;
   deadline_armed_ = false;
   stdout_filters_ = attempt.duplicate_stdout_filters;
   stderr_filters_ = attempt.duplicate_stderr_filters;
   PrepareAttemptDir(attempt);
+  // The FIFOs exist before any worker runs: a pulse or a timer request written to a missing
+  // path would create a plain file nobody reads.
+  watchdog_ = std::make_unique<WorkerWatchdog>(io_, attempt, [this](const elastic::HangReport& r) {
+    if (!stopping_ && events_.on_hang) events_.on_hang(r);
+  });
   for (const auto& launch : attempt.workers) StartWorker(launch);
+  std::vector<pid_t> pids;
+  for (const auto& worker : workers_) pids.push_back(worker->alive ? worker->pid : -1);
+  watchdog_->Arm(pids);
 }
 
 namespace {
@@ -121,13 +229,14 @@ namespace {
 struct StreamSetup {
   int child_fd = -1;  // -1: inherit
   int read_fd = -1;   // >= 0: route through a LogPipe
-  std::shared_ptr<OutputFile> file;  // the tee file the LogPipe copies into
+  std::shared_ptr<OutputFile> file;  // the file the LogPipe copies into
 };
 
-StreamSetup SetUpStream(const StreamRoute& route) {
+StreamSetup SetUpStream(const StreamRoute& route, int console_fd) {
   StreamSetup setup;
-  if (route.prefixed) {
-    const Pipe pipe = MakePipe();
+  if (route.prefixed || route.watched) {
+    const bool terminal = !route.prefixed && route.to_console && ::isatty(console_fd) == 1;
+    const Pipe pipe = terminal ? MakePty(console_fd) : MakePipe();
     setup.child_fd = pipe.write_fd;
     setup.read_fd = pipe.read_fd;
     if (!route.file.empty()) setup.file = std::make_shared<OutputFile>(route.file);
@@ -150,10 +259,10 @@ void LocalProcessContext::StartWorker(const WorkerLaunch& launch) {
   auto worker = std::make_shared<Worker>();
   worker->launch = launch;
   workers_.push_back(worker);
-  StreamSetup out = SetUpStream(launch.out);
-  StreamSetup err = SetUpStream(launch.err);
-  const SpawnResult spawned =
-      SpawnWorker({launch.argv, launch.env, out.child_fd, err.child_fd, session_keeper_fd_});
+  StreamSetup out = SetUpStream(launch.out, STDOUT_FILENO);
+  StreamSetup err = SetUpStream(launch.err, STDERR_FILENO);
+  const SpawnResult spawned = SpawnWorker(
+      {launch.argv, launch.env, out.child_fd, err.child_fd, options_.session_keeper_fd});
   for (const int fd : {out.child_fd, err.child_fd}) {
     if (fd >= 0) ::close(fd);
   }
@@ -166,29 +275,47 @@ void LocalProcessContext::StartWorker(const WorkerLaunch& launch) {
   }
   worker->pid = spawned.pid;
   worker->alive = true;
-  const std::string prefix = elastic::SafeSubstitute(launch.prefix, {{"pid", std::to_string(spawned.pid)}});
-  auto make_pipe = [&](const StreamSetup& setup, int console_fd, bool to_console,
-                       std::shared_ptr<OutputFile> filtered,
+  const std::string prefix =
+      elastic::SafeSubstitute(launch.prefix, {{"pid", std::to_string(spawned.pid)}});
+  const int rank = launch.local_rank;
+  Worker* self = worker.get();
+  auto make_pipe = [&](const StreamSetup& setup, const StreamRoute& route, int console_fd,
+                       bool is_stderr, std::shared_ptr<OutputFile> filtered,
                        const std::vector<std::string>& filters) -> std::unique_ptr<LogPipe> {
     if (setup.read_fd < 0) return nullptr;
-    auto file = setup.file;
-    auto on_chunk = [file](std::string_view chunk) {
+    const bool raw_to_console = route.to_console && !route.prefixed;
+    auto on_chunk = [this, file = setup.file, raw_to_console, console_fd, is_stderr, rank,
+                     self](std::string_view chunk) {
       if (file) file->Write(chunk);
+      if (raw_to_console) WriteAll(console_fd, chunk);
+      if (is_stderr) OnStderr(*self, chunk);
+      if (watchdog_) watchdog_->Progress(rank);
     };
-    auto on_line = [prefix, console_fd, to_console, filtered, &filters](std::string_view line) {
-      const std::string text = prefix + std::string(line) + "\n";
-      if (to_console) WriteAll(console_fd, text);
-      if (filtered && MatchesAny(line, filters)) filtered->Write(text);
-    };
+    LogPipe::LineHandler on_line;
+    if (route.prefixed) {
+      on_line = [prefix, console_fd, to_console = route.to_console, filtered,
+                 &filters](std::string_view line) {
+        const std::string text = prefix + std::string(line) + "\n";
+        if (to_console) WriteAll(console_fd, text);
+        if (filtered && MatchesAny(line, filters)) filtered->Write(text);
+      };
+    }
     auto pipe = std::make_unique<LogPipe>(io_, setup.read_fd, on_chunk, on_line);
     pipe->Start();
     return pipe;
   };
-  worker->out_pipe = make_pipe(out, STDOUT_FILENO, launch.out.to_console, filtered_stdout_,
+  worker->out_pipe = make_pipe(out, launch.out, STDOUT_FILENO, false, filtered_stdout_,
                                stdout_filters_);
-  worker->err_pipe = make_pipe(err, STDERR_FILENO, launch.err.to_console, filtered_stderr_,
+  worker->err_pipe = make_pipe(err, launch.err, STDERR_FILENO, true, filtered_stderr_,
                                stderr_filters_);
   WatchExit(worker);
+}
+
+void LocalProcessContext::OnStderr(Worker& worker, std::string_view chunk) {
+  AppendBounded(worker.stderr_tail, chunk, kTailBytes);
+  if (!worker.dumping) return;
+  if (worker.stack_dump.size() < kMaxStackDump) worker.stack_dump.append(chunk);
+  if (worker.stacks_file) worker.stacks_file->Write(chunk);
 }
 
 void LocalProcessContext::ReportSpawnFailure(const std::shared_ptr<Worker>& worker, int code,
@@ -200,7 +327,7 @@ void LocalProcessContext::ReportSpawnFailure(const std::shared_ptr<Worker>& work
   exit.time = std::chrono::system_clock::now();
   exit.spawn_error = why;
   asio::post(io_, [this, exit] {
-    on_exit_(exit);
+    if (events_.on_exit) events_.on_exit(exit);
     MaybeFinishStop();
   });
 }
@@ -232,27 +359,82 @@ void LocalProcessContext::OnExit(const std::shared_ptr<Worker>& worker, int wait
   worker->group_left_behind = ::killpg(worker->pid, 0) == 0;
   if (worker->out_pipe) worker->out_pipe->Finish();
   if (worker->err_pipe) worker->err_pipe->Finish();
+  if (watchdog_) watchdog_->Exited(worker->launch.local_rank);
   WorkerExit exit;
   exit.local_rank = worker->launch.local_rank;
   exit.pid = worker->pid;
   exit.status = ExitStatus::FromWaitStatus(wait_status);
   exit.time = std::chrono::system_clock::now();
   if (!exit.status.Success()) exit.error_file_json = ReadFile(worker->launch.error_file);
-  on_exit_(exit);
+  if (!worker->launch.err.watched && !worker->launch.err.prefixed && !worker->launch.err.file.empty()) {
+    worker->stderr_tail = ReadFile(worker->launch.err.file).value_or("");  // written directly
+  }
+  exit.stderr_tail = LastLines(worker->stderr_tail, kTailLines);
+  exit.stack_dump = std::move(worker->stack_dump);
+  worker->stacks_file.reset();
+  if (events_.on_exit) events_.on_exit(exit);
+  MaybeFinishDump();
   MaybeFinishStop();
+}
+
+void LocalProcessContext::DumpStacks(std::chrono::milliseconds window,
+                                     std::function<void()> done) {
+  if (watchdog_) watchdog_->Quiet();
+  on_dumped_ = std::move(done);
+  for (const auto& worker : workers_) {
+    if (!worker->alive || worker->abandoned) continue;
+    worker->dumping = true;
+    if (!worker->launch.stacks_file.empty()) {
+      try {
+        worker->stacks_file = std::make_unique<OutputFile>(worker->launch.stacks_file);
+      } catch (const std::exception& error) {
+        spdlog::warn("cannot keep the stacks of pid {}: {}", worker->pid, error.what());
+      }
+    }
+    // faulthandler re-raises SIGABRT after the dump: no multi-gigabyte core for it.
+    const rlimit no_core{0, 0};
+    ::prlimit(worker->pid, RLIMIT_CORE, &no_core, nullptr);
+    spdlog::info("Asking process {} (local rank {}) for its stacks with SIGABRT", worker->pid,
+                 worker->launch.local_rank);
+    options_.signaller->Kill(worker->pid, SIGABRT);
+  }
+  dump_timer_.expires_after(window);
+  dump_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error || !on_dumped_) return;
+    asio::post(io_, std::exchange(on_dumped_, nullptr));
+  });
+  MaybeFinishDump();
+}
+
+void LocalProcessContext::MaybeFinishDump() {
+  if (!on_dumped_) return;
+  for (const auto& worker : workers_) {
+    if (worker->alive && !worker->abandoned && worker->dumping) return;
+  }
+  dump_timer_.cancel();
+  asio::post(io_, std::exchange(on_dumped_, nullptr));
+}
+
+void LocalProcessContext::Signal(int local_rank, int signal) {
+  for (const auto& worker : workers_) {
+    if (worker->launch.local_rank == local_rank && worker->alive) {
+      options_.signaller->Kill(worker->pid, signal);
+    }
+  }
 }
 
 void LocalProcessContext::KillAlive(int signal) {
   for (const auto& worker : workers_) {
-    if (!worker->alive) continue;
+    if (!worker->alive || worker->abandoned) continue;
     spdlog::info("Sending process {} closing signal {}", worker->pid,
                  SignalName(signal).value_or(std::to_string(signal)));
-    ::killpg(worker->pid, signal);
+    options_.signaller->KillGroup(worker->pid, signal);
   }
 }
 
 void LocalProcessContext::Stop(int signal, std::chrono::milliseconds grace,
                                std::function<void()> on_stopped) {
+  if (watchdog_) watchdog_->Quiet();
   on_stopped_ = std::move(on_stopped);
   stopping_ = true;
   KillAlive(signal);
@@ -260,25 +442,60 @@ void LocalProcessContext::Stop(int signal, std::chrono::milliseconds grace,
     deadline_armed_ = true;
     kill_timer_.expires_after(grace);
     kill_timer_.async_wait([this, signal](const boost::system::error_code& error) {
-      if (error) return;
-      for (const auto& worker : workers_) {
-        if (!worker->alive) continue;
-        spdlog::warn("Unable to shutdown process {} via {}, forcefully exiting via SIGKILL",
-                     worker->pid, SignalName(signal).value_or(std::to_string(signal)));
-        ::killpg(worker->pid, SIGKILL);
-      }
+      if (!error) OnKillDeadline(signal);
     });
   }
+  MaybeFinishStop();
+}
+
+void LocalProcessContext::OnKillDeadline(int signal) {
+  bool killed = false;
+  for (const auto& worker : workers_) {
+    if (!worker->alive || worker->abandoned) continue;
+    if (signal != SIGKILL) {
+      spdlog::warn("Unable to shutdown process {} via {}, forcefully exiting via SIGKILL",
+                   worker->pid, SignalName(signal).value_or(std::to_string(signal)));
+    }
+    options_.signaller->KillGroup(worker->pid, SIGKILL);
+    killed = true;
+  }
+  if (!killed) return;
+  unkillable_timer_.expires_after(options_.unkillable_wait);
+  unkillable_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error) GiveUpOnUnkillable();
+  });
+}
+
+// A worker in state D (an uninterruptible kernel call: a hung GPU driver, NFS) ignores SIGKILL
+// until the call returns, which may be never: name it and stop waiting, so that the node can
+// exit (its peers then see a lost node) instead of wedging with its allocation.
+void LocalProcessContext::GiveUpOnUnkillable() {
+  for (const auto& worker : workers_) {
+    if (!worker->alive || worker->abandoned) continue;
+    const auto stat = ReadProcStat(worker->pid);
+    const std::string state = stat ? StateName(stat->state) : "unknown";
+    const std::string line =
+        "worker pid " + std::to_string(worker->pid) + " (local rank " +
+        std::to_string(worker->launch.local_rank) + ") is still alive " +
+        DurationText(options_.unkillable_wait) + " after SIGKILL, in state " + state +
+        "; not waiting for it any longer (the host may need a reboot)";
+    spdlog::error("{}", line);
+    worker->abandoned = true;
+    if (events_.on_unkillable) events_.on_unkillable(line);
+  }
+  MaybeFinishDump();
   MaybeFinishStop();
 }
 
 void LocalProcessContext::MaybeFinishStop() {
   if (!stopping_) return;
   for (const auto& worker : workers_) {
-    if (worker->alive) return;
+    if (worker->alive && !worker->abandoned) return;
   }
   stopping_ = false;
   kill_timer_.cancel();
+  unkillable_timer_.cancel();
+  watchdog_.reset();  // the FIFOs go with the group
   // What the workers left behind in their process groups (daemonised grandchildren that did
   // not follow them) goes too: the launcher leaves no process behind.
   for (const auto& worker : workers_) {
@@ -288,11 +505,5 @@ void LocalProcessContext::MaybeFinishStop() {
     if (callback) callback();
   });
 }
-
-void LocalProcessContext::DumpStacks(std::chrono::milliseconds, std::function<void()> done) {
-  asio::post(io_, std::move(done));
-}
-
-void LocalProcessContext::Signal(int, int) {}
 
 }  // namespace ddprun::launcher::process

@@ -1,7 +1,11 @@
 // The real ProcessContext: spawns workers with the spawning policy (spawn.h), watches each
 // through a pidfd on the event loop (no polling), routes their output, and tears the group
-// down with signal -> shared deadline -> SIGKILL.
+// down with signal -> shared deadline -> SIGKILL -> a bounded wait for workers that will not
+// die. Watched streams pass through the launcher (a pseudo-terminal where the console is one),
+// feeding the hang watchdog (worker_watchdog.h), the stderr tail and the stack dumps.
 #pragma once
+#include <sys/types.h>
+
 #include <memory>
 #include <vector>
 
@@ -11,11 +15,33 @@
 
 namespace ddprun::launcher::process {
 
+class WorkerWatchdog;
+
+// How the context signals processes: the real one calls kill(2)/killpg(2); a test's fake can
+// drop signals to simulate a worker that will not die.
+class ProcessSignaller {
+ public:
+  virtual ~ProcessSignaller() = default;
+  virtual void Kill(pid_t pid, int signal) = 0;
+  virtual void KillGroup(pid_t group, int signal) = 0;
+};
+
+ProcessSignaller& RealSignaller();
+
+struct LocalProcessOptions {
+  int session_keeper_fd = -1;  // SessionKeeper::WriteFd(), or -1 (no keeper)
+  // How long a worker may stay alive after SIGKILL before the stop completes without it.
+  std::chrono::milliseconds unkillable_wait{10'000};
+  ProcessSignaller* signaller = &RealSignaller();  // not owned
+};
+
 class LocalProcessContext : public elastic::ProcessContext {
  public:
   // `session_keeper_fd`: SessionKeeper::WriteFd(), or -1 (no keeper).
   explicit LocalProcessContext(asio::io_context& io, int session_keeper_fd = -1);
-  // SIGKILLs and reaps whatever is still running: no worker outlives the context.
+  LocalProcessContext(asio::io_context& io, LocalProcessOptions options);
+  // SIGKILLs and reaps whatever is still running: no worker outlives the context (one that
+  // would not die even then is left to the session keeper, not waited for).
   ~LocalProcessContext() override;
 
   void Start(const elastic::AttemptLaunch& attempt, elastic::WorkerEvents events) override;
@@ -30,17 +56,25 @@ class LocalProcessContext : public elastic::ProcessContext {
   void StartWorker(const elastic::WorkerLaunch& launch);
   void WatchExit(const std::shared_ptr<Worker>& worker);
   void OnExit(const std::shared_ptr<Worker>& worker, int wait_status);
+  void OnStderr(Worker& worker, std::string_view chunk);
   void ReportSpawnFailure(const std::shared_ptr<Worker>& worker, int code, const std::string& why);
   void KillAlive(int signal);
+  void OnKillDeadline(int signal);
+  void GiveUpOnUnkillable();
+  void MaybeFinishDump();
   void MaybeFinishStop();
   void PrepareAttemptDir(const elastic::AttemptLaunch& attempt);
 
   asio::io_context& io_;
-  int session_keeper_fd_;
+  LocalProcessOptions options_;
   asio::steady_timer kill_timer_;
+  asio::steady_timer unkillable_timer_;
+  asio::steady_timer dump_timer_;
   std::vector<std::shared_ptr<Worker>> workers_;
-  ExitCallback on_exit_;
+  std::unique_ptr<WorkerWatchdog> watchdog_;
+  elastic::WorkerEvents events_;
   std::function<void()> on_stopped_;
+  std::function<void()> on_dumped_;
   bool stopping_ = false;
   bool deadline_armed_ = false;
   std::vector<std::string> stdout_filters_;

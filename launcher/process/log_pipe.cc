@@ -39,6 +39,7 @@ bool LogPipe::ReadAvailable() {
     if (count <= 0) return false;
     const std::string_view chunk(buffer.data(), static_cast<std::size_t>(count));
     if (on_chunk_) on_chunk_(chunk);
+    if (!on_line_) continue;  // a raw relay: no lines to cut
     pending_.append(chunk);
     EmitLines(false);
   }

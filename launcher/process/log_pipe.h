@@ -15,7 +15,9 @@ class LogPipe {
   using ChunkHandler = std::function<void(std::string_view chunk)>;
   using LineHandler = std::function<void(std::string_view line)>;  // without the '\n'
 
-  // Takes ownership of `read_fd` (made non-blocking).
+  // Takes ownership of `read_fd` (made non-blocking). A null `on_line` passes chunks only.
+  // Also reads a pseudo-terminal's master (EIO once the last slave closed ends it) and a FIFO
+  // held open read-write (never ends by itself).
   LogPipe(asio::io_context& io, int read_fd, ChunkHandler on_chunk, LineHandler on_line);
   ~LogPipe();
   LogPipe(const LogPipe&) = delete;

@@ -57,7 +57,7 @@ std::optional<elastic::ProcessInfo> ParseProcStat(std::string_view stat) {
   const auto session = IdField(fields[3]);
   if (!session) return std::nullopt;
   const char state = fields[0][0];
-  return elastic::ProcessInfo{*pid, *session, state == 'Z' || state == 'X' || state == 'x'};
+  return elastic::ProcessInfo{*pid, *session, state == 'Z' || state == 'X' || state == 'x', state};
 }
 
 std::optional<elastic::ProcessInfo> ReadProcStat(int pid) {

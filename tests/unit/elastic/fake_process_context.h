@@ -36,12 +36,15 @@ class FakeProcessContext : public ProcessContext {
     last_grace = grace;
     on_stopped_ = std::move(on_stopped);
   }
-  void Exit(int local_rank, ExitStatus status) {
+  void Exit(int local_rank, ExitStatus status, std::string stack_dump = {},
+            std::string stderr_tail = {}) {
     WorkerExit exit;
     exit.local_rank = local_rank;
     exit.pid = 100 + local_rank;
     exit.status = status;
     exit.time = std::chrono::system_clock::now();
+    exit.stack_dump = std::move(stack_dump);
+    exit.stderr_tail = std::move(stderr_tail);
     on_exit_(exit);
   }
   void CompleteStop() {

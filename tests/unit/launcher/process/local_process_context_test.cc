@@ -6,47 +6,15 @@
 
 #include "common/asio.h"
 #include "launcher/process/local_process_context.h"
+#include "tests/unit/launcher/process/process_test_util.h"
 
 using namespace ddprun;
 using namespace ddprun::elastic;
 
-namespace {
-
-WorkerLaunch Shell(int local_rank, const std::string& script) {
-  WorkerLaunch launch;
-  launch.local_rank = local_rank;
-  launch.argv = {"/bin/sh", "-c", script};
-  launch.env = {{"PATH", "/usr/bin:/bin"}};
-  return launch;
-}
-
-// Runs the loop until `done` or a 20 s deadline (so a broken test fails instead of hanging).
-void RunUntil(asio::io_context& io, const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  io.restart();
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    io.run_for(std::chrono::milliseconds(50));
-  }
-  REQUIRE(done());
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-struct TempDir {
-  TempDir() {
-    char pattern[] = "/tmp/ddprun_test_XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~TempDir() { std::system(("rm -rf " + path).c_str()); }
-  std::string path;
-};
-
-}  // namespace
+using ddprun::launcher::process::testing::RunUntil;
+using ddprun::launcher::process::testing::Shell;
+using ddprun::launcher::process::testing::ReadAll;
+using ddprun::launcher::process::testing::TempDir;
 
 TEST_CASE("exits are reported with their codes and signals", "[launcher][process]") {
   asio::io_context io;

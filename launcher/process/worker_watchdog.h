@@ -1,0 +1,70 @@
+// The OS half of hang detection and of torchelastic's file timer, on the event loop: the
+// per-worker pulse FIFOs and the timer FIFO (created before the workers start, read as lines,
+// removed at the end), one steady timer for the next deadline, and the policies that decide
+// (elastic/progress_watch.h: which rank is silent too long; elastic/file_timer.h: which timer
+// expired). Reports at most one hang per attempt, then stays quiet until destroyed.
+#pragma once
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/asio.h"
+#include "elastic/failure.h"
+#include "elastic/file_timer.h"
+#include "elastic/process_context.h"
+#include "elastic/progress_watch.h"
+#include "launcher/process/log_pipe.h"
+
+namespace ddprun::launcher::process {
+
+class WorkerWatchdog {
+ public:
+  using HangCallback = std::function<void(const elastic::HangReport&)>;
+
+  // Creates the FIFOs the attempt names (throws SystemError naming the path and the fix).
+  // Nothing is watched until Arm().
+  WorkerWatchdog(asio::io_context& io, const elastic::AttemptLaunch& attempt,
+                 HangCallback on_hang);
+  // Closes and removes the FIFOs.
+  ~WorkerWatchdog();
+  WorkerWatchdog(const WorkerWatchdog&) = delete;
+  WorkerWatchdog& operator=(const WorkerWatchdog&) = delete;
+
+  // The workers started (pid per local rank; <= 0 for one that could not start): every rank
+  // counts as progressing from now.
+  void Arm(const std::vector<pid_t>& pids);
+  // Output of a worker (any bytes on a watched stream).
+  void Progress(int local_rank);
+  void Exited(int local_rank);
+  // No more reports (the group is being stopped); the FIFOs stay until destruction.
+  void Quiet();
+
+ private:
+  struct Fifo;
+  void OpenFifo(const std::string& path, std::function<void(std::string_view)> on_line,
+                std::function<void()> on_bytes);
+  void OnTimerLine(std::string_view line);
+  std::optional<int> RankOfPid(pid_t pid) const;
+  void Schedule();
+  void OnDeadline();
+  void Report(elastic::HangReport report);
+
+  asio::io_context& io_;
+  HangCallback on_hang_;
+  std::optional<elastic::ProgressWatch> progress_;  // none: --hang-timeout off
+  bool timer_on_ = false;
+  elastic::FileTimerTable timers_;
+  std::vector<pid_t> pids_;
+  std::vector<std::unique_ptr<Fifo>> fifos_;
+  asio::steady_timer deadline_;
+  bool armed_ = false;
+  bool quiet_ = false;
+  bool bad_line_logged_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace ddprun::launcher::process
