@@ -13,7 +13,8 @@ Modes:
   --print-thread               the other ranks print from a background thread every 0.3 s while
                                they wait in the step's all_reduce (they print but are stuck)
   --silent-pulse SECONDS       in step --silent-step (1) every rank prints nothing for SECONDS but
-                               writes a line to $DDPRUN_PULSE_FILE every 0.3 s
+                               writes a line to $DDPRUN_PULSE_FILE every 0.3 s (--no-pulse:
+                               without the pulses)
   --file-timer AFTER           each step runs inside timer.expires(after=AFTER, scope="train_step")
                                with torchelastic's FileTimerClient($TORCHELASTIC_TIMER_FILE)
 
@@ -43,6 +44,8 @@ def parse_args():
     p.add_argument("--print-thread", action="store_true")
     p.add_argument("--silent-pulse", type=float, default=0.0)
     p.add_argument("--silent-step", type=int, default=1)
+    p.add_argument("--no-pulse", action="store_true",
+                   help="--silent-pulse without the pulses (a silent rank that is stuck)")
     p.add_argument("--file-timer", type=float, default=0.0)
     p.add_argument("--ckpt-dir", default=os.environ.get("HANG_CKPT_DIR", "."))
     p.add_argument("--step-log", default=os.environ.get("HANG_STEP_LOG", "hang_steps.jsonl"))
@@ -131,7 +134,8 @@ def silent_with_pulses(seconds):
     log("silent_start", seconds=seconds)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        pulse()
+        if not ARGS.no_pulse:
+            pulse()
         time.sleep(min(PULSE_PERIOD, max(0.0, end - time.monotonic())))
     log("silent_end")
 
