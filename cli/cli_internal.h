@@ -3,6 +3,7 @@
 // Every validator takes the value and the name it came from ("--nnodes" or "PET_NNODES") and
 // throws UsageError "<name>=<value>: <what is accepted>".
 #pragma once
+#include <chrono>
 #include <map>
 #include <optional>
 #include <span>
@@ -89,6 +90,10 @@ std::pair<int, int> ParseNnodes(const std::string& text, const std::string& name
 int ParseIntInRange(const std::string& text, const std::string& name, long long min, long long max,
                     const std::string& accepted);
 double ParsePositiveSeconds(const std::string& text, const std::string& name);
+// Seconds >= 0 (fractions allowed, at most 1e9) as milliseconds, rounded; 0 means off, and a
+// positive value is at least 1 ms. `what_off` names what 0 turns off, for the message.
+std::chrono::milliseconds ParseSecondsOrOff(const std::string& text, const std::string& name,
+                                            const std::string& what_off);
 elastic::StreamSelection ParseStreamSelection(const std::string& text, const std::string& name);
 std::vector<int> ParseLocalRanksFilter(const std::string& text, const std::string& name);
 std::map<std::string, std::string> ParseRdzvConf(const std::string& text, const std::string& name);

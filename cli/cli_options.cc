@@ -18,7 +18,7 @@ constexpr const char* kCompat = "Compatibility (accepted, no effect)";
 constexpr const char* kLegacy = "torch.distributed.launch compatibility";
 constexpr const char* kDdprun = "ddprun";
 
-constexpr std::array<OptionSpec, 40> kOptions{{
+constexpr std::array<OptionSpec, 41> kOptions{{
     {"nnodes", 0, "N|MIN:MAX", true, kSize, "number of nodes, or the range of nodes (default 1:1)"},
     {"nproc_per_node", 0, "N|auto|cpu|gpu", true, kSize,
      "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)",
@@ -90,6 +90,10 @@ constexpr std::array<OptionSpec, 40> kOptions{{
     {"event_log", 0, "FILE", false, kDdprun,
      "append one JSON line per agent event (round formed, workers started, node lost, restart, "
      "...) to FILE (default $DDPRUN_EVENT_LOG)"},
+    {"hang_timeout", 0, "SECONDS", true, kDdprun,
+     "report a rank as hung after SECONDS without progress (output on stdout/stderr, a line "
+     "to $DDPRUN_PULSE_FILE, torchelastic file-timer traffic); fractions allowed, 0: off "
+     "(default 0)"},
     {"dry_run", 0, nullptr, false, kDdprun, "print the resolved configuration and exit"},
     {"print_completion", 0, "SHELL", false, kDdprun,
      "print the shell completion script for ddprun and exit (bash, zsh or fish)",

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <set>
@@ -84,6 +85,22 @@ double ParsePositiveSeconds(const std::string& text, const std::string& name) {
   if (!parsed || !std::isfinite(value) || value <= 0)
     Fail(name, text, "must be a number of seconds > 0");
   return value;
+}
+
+std::chrono::milliseconds ParseSecondsOrOff(const std::string& text, const std::string& name,
+                                            const std::string& what_off) {
+  const std::string stripped = Strip(text);
+  char* end = nullptr;
+  const double value = stripped.empty() ? -1.0 : std::strtod(stripped.c_str(), &end);
+  const bool parsed = !stripped.empty() && end == stripped.c_str() + stripped.size();
+  if (!parsed || !std::isfinite(value) || value < 0 || value > 1e9) {
+    Fail(name, text,
+         "must be a number of seconds between 0 and 1e9, e.g. 300 or 0.5 (0 turns " + what_off +
+             " off)");
+  }
+  // Rounded to the millisecond; a positive value never becomes 0 ("off").
+  const auto millis = static_cast<std::int64_t>(std::llround(value * 1000));
+  return std::chrono::milliseconds(value > 0 ? std::max<std::int64_t>(1, millis) : 0);
 }
 
 elastic::StreamSelection ParseStreamSelection(const std::string& text, const std::string& name) {

@@ -24,6 +24,18 @@ inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
 inline constexpr const char* kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr const char* kLogLinePrefixTemplate = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE";
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+// Evidence of a hang (issue 24): every thread's stack on SIGABRT, NCCL's flight recorder (each
+// setting under its older TORCH_NCCL_ and its newer TORCH_FR_ name), torchelastic's file timer
+// and ddprun's pulse FIFO.
+inline constexpr const char* kPythonFaultHandler = "PYTHONFAULTHANDLER";
+inline constexpr const char* kNcclTraceBufferSize = "TORCH_NCCL_TRACE_BUFFER_SIZE";
+inline constexpr const char* kFrBufferSize = "TORCH_FR_BUFFER_SIZE";
+inline constexpr const char* kNcclDumpOnTimeout = "TORCH_NCCL_DUMP_ON_TIMEOUT";
+inline constexpr const char* kNcclDebugInfoTempFile = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE";
+inline constexpr const char* kFrDumpTempFile = "TORCH_FR_DUMP_TEMP_FILE";
+inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
+inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
+inline constexpr const char* kPulseFile = "DDPRUN_PULSE_FILE";
 // The rendezvous token (docs/reliability.md), read by ddprun and ddprun-store; the token itself
 // is removed from the workers' environment.
 inline constexpr const char* kRdzvToken = "DDPRUN_RDZV_TOKEN";

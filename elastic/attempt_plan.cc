@@ -22,6 +22,10 @@ StreamRoute RouteStream(const WorkerSpec& spec, int local_rank, int stream_bit,
   if (redirect && !spec.run_log_dir.empty()) route.file = file;
   route.prefixed = tee;
   route.to_console = ShownOnConsole(spec, local_rank) && (tee || !redirect);
+  // Through the launcher: stderr always (its tail and the stacks go into the failure summary),
+  // stdout too when its bytes are progress (a redirected stream is still watched: the launcher
+  // then copies it to its file).
+  route.watched = stream_bit == StreamSelection::kStderr || spec.hang_timeout.count() > 0;
   return route;
 }
 
@@ -39,6 +43,10 @@ WorkerLaunch PlanWorker(const WorkerSpec& spec, const WorkerGroupEnv& group,
   const std::string rank_dir = attempt_dir.empty() ? "" : RankDir(attempt_dir, local_rank);
   worker.error_file = rank_dir.empty() ? "" : rank_dir + "/error.json";
   worker.env = BuildWorkerEnv(spec.base_env, group, local_rank, worker.error_file);
+  const bool hang_detection = spec.hang_timeout.count() > 0;
+  worker.pulse_file = hang_detection && !rank_dir.empty() ? rank_dir + "/pulse" : "";
+  worker.stacks_file = rank_dir.empty() ? "" : rank_dir + "/stacks.log";
+  AddDiagnosticsEnv(worker.env, {rank_dir, worker.pulse_file, spec.timer_file});
   worker.out = RouteStream(spec, local_rank, StreamSelection::kStdout, rank_dir + "/stdout.log");
   worker.err = RouteStream(spec, local_rank, StreamSelection::kStderr, rank_dir + "/stderr.log");
   worker.prefix = SafeSubstitute(spec.prefix_template,
@@ -80,6 +88,8 @@ AttemptLaunch PlanAttempt(const WorkerSpec& spec, const WorkerGroupEnv& group) {
   attempt.attempt_dir = AttemptDir(spec, group.restart_count);
   attempt.duplicate_stdout_filters = spec.duplicate_stdout_filters;
   attempt.duplicate_stderr_filters = spec.duplicate_stderr_filters;
+  attempt.hang_timeout = spec.hang_timeout;
+  attempt.timer_file = spec.timer_file;
   for (int local_rank = 0; local_rank < spec.local_world_size; ++local_rank) {
     attempt.workers.push_back(PlanWorker(spec, group, attempt.attempt_dir, local_rank));
   }

@@ -40,7 +40,10 @@ WorkerGroupEnv MakeGroupEnv(const WorkerSpec& spec, const rendezvous::Rendezvous
 
 std::string AttemptDir(const WorkerSpec& spec, int restart_count);
 
-// `group` carries ranks, master address and restart count of this attempt.
+// `group` carries ranks, master address and restart count of this attempt. Every worker's stderr
+// is watched; with spec.hang_timeout its stdout too, and it gets a pulse FIFO
+// <attempt_dir>/<local_rank>/pulse; stacks go to <attempt_dir>/<local_rank>/stacks.log (no files
+// without an attempt dir). The environment is BuildWorkerEnv's plus AddDiagnosticsEnv's.
 AttemptLaunch PlanAttempt(const WorkerSpec& spec, const WorkerGroupEnv& group);
 
 }  // namespace ddprun::elastic

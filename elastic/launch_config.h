@@ -103,6 +103,8 @@ struct LaunchConfig {
   std::vector<std::string> signals_to_handle = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"};
   std::chrono::seconds shutdown_timeout{30};
   bool virtual_local_rank = false;
+  // --hang_timeout (PET_HANG_TIMEOUT): a rank with no progress for this long is hung; 0: off.
+  std::chrono::milliseconds hang_timeout{0};
 
   // What is run.
   RunMode run_mode = RunMode::kPython;

@@ -31,7 +31,27 @@ std::string VirtualVisibleDevice(const Environment& base, int local_rank) {
   return devices[local_rank];
 }
 
+// One setting known under two names: both get `value`, unless the user set either.
+void SetPairUnlessSet(Environment& env, const char* older, const char* newer,
+                      const std::string& value) {
+  if (env.count(older) != 0 || env.count(newer) != 0) return;
+  env[older] = value;
+  env[newer] = value;
+}
+
 }  // namespace
+
+void AddDiagnosticsEnv(Environment& env, const WorkerDiagnostics& diagnostics) {
+  env.try_emplace(env::kPythonFaultHandler, "1");
+  SetPairUnlessSet(env, env::kNcclTraceBufferSize, env::kFrBufferSize, "2000");
+  env.try_emplace(env::kNcclDumpOnTimeout, "1");
+  if (!diagnostics.rank_dir.empty()) {
+    SetPairUnlessSet(env, env::kNcclDebugInfoTempFile, env::kFrDumpTempFile,
+                     diagnostics.rank_dir + "/nccl_trace_rank_");
+  }
+  if (!diagnostics.pulse_file.empty()) env[env::kPulseFile] = diagnostics.pulse_file;
+  if (!diagnostics.timer_file.empty()) env[env::kTimerFile] = diagnostics.timer_file;
+}
 
 Environment BuildWorkerEnv(const Environment& base, const WorkerGroupEnv& group, int local_rank,
                            const std::string& error_file) {

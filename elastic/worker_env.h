@@ -31,6 +31,21 @@ struct WorkerGroupEnv {
 Environment BuildWorkerEnv(const Environment& base, const WorkerGroupEnv& group, int local_rank,
                            const std::string& error_file);
 
+// Where one worker's hang evidence goes; an empty string: nowhere.
+struct WorkerDiagnostics {
+  std::string rank_dir;    // "<attempt_dir>/<local_rank>": NCCL's flight recorder dumps there
+  std::string pulse_file;  // the FIFO a line written to is progress (--hang_timeout)
+  std::string timer_file;  // torchelastic's file timer FIFO (TORCHELASTIC_ENABLE_FILE_TIMER=1)
+};
+
+// Adds what makes a hang diagnosable, leaving every value the user set alone:
+// PYTHONFAULTHANDLER=1 (unless set, even empty); NCCL's flight recorder
+// (TORCH_NCCL_TRACE_BUFFER_SIZE/TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1,
+// TORCH_NCCL_DEBUG_INFO_TEMP_FILE/TORCH_FR_DUMP_TEMP_FILE=<rank_dir>/nccl_trace_rank_ with a
+// rank_dir; a pair of which the user set either name is left out whole); DDPRUN_PULSE_FILE and
+// TORCHELASTIC_TIMER_FILE when there is a pulse file, a timer file.
+void AddDiagnosticsEnv(Environment& env, const WorkerDiagnostics& diagnostics);
+
 // torchrun's rule: with more than one local worker and no OMP_NUM_THREADS, set it to 1 in the
 // launcher's environment. Returns true when it did (the caller prints torchrun's warning).
 bool ApplyOmpDefault(Environment& launcher_env, int nproc_per_node);

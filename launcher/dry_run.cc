@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "common/duration.h"
 #include "common/env_names.h"
 #include "common/host_port.h"
 #include "launcher/launch_setup.h"
@@ -148,7 +149,13 @@ void PrintPreset(std::ostream& out, const LaunchConfig& config) {
   }
 }
 
-void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan) {
+std::string HangTimeoutText(const LaunchConfig& config) {
+  if (config.hang_timeout.count() == 0) return "off";
+  return DurationText(config.hang_timeout) + " without progress";
+}
+
+void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan,
+                 const elastic::WorkerSpec& spec) {
   out << "ddprun dry run: nothing is launched\n";
   PrintPreset(out, config);
   Field(out, "nnodes", std::to_string(config.min_nodes) + ":" + std::to_string(config.max_nodes));
@@ -161,6 +168,8 @@ void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan
   const std::string master = MasterAddrShown(plan);
   Field(out, "master", at_rendezvous ? master : master + ":" + MasterPortShown(plan));
   Field(out, "max_restarts", std::to_string(config.max_restarts));
+  Field(out, "hang_timeout", HangTimeoutText(config));
+  if (!spec.timer_file.empty()) Field(out, "file_timer", spec.timer_file);
   Field(out, "role", config.role);
   Field(out, "log_dir", LogDirText(config));
   const elastic::RankAssignment& ranks = plan.first_round.ranks;
@@ -193,12 +202,22 @@ void PrintWorker(std::ostream& out, const elastic::WorkerLaunch& worker,
   }
 }
 
+// MakeWorkerSpec's, with a timer file the launch would draw at random shown as such.
+elastic::WorkerSpec DryRunSpec(const LaunchConfig& config, const elastic::Environment& env) {
+  elastic::WorkerSpec spec = MakeWorkerSpec(config, env, kDryRunLogDir);
+  const auto given = env.find(env::kTimerFile);
+  if (!spec.timer_file.empty() && (given == env.end() || given->second.empty())) {
+    spec.timer_file = kDryRunTimerFile;
+  }
+  return spec;
+}
+
 }  // namespace
 
 void PrintDryRun(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan,
                  const elastic::WorkerSpec& spec, const elastic::Environment& original_env) {
   const elastic::AttemptLaunch attempt = backend::FirstAttempt(plan, spec);
-  PrintConfig(out, config, plan);
+  PrintConfig(out, config, plan, spec);
   for (const auto& worker : attempt.workers) PrintWorker(out, worker, original_env, plan);
   out.flush();
 }
@@ -206,14 +225,13 @@ void PrintDryRun(std::ostream& out, const LaunchConfig& config, const LaunchPlan
 void PrintDryRun(std::ostream& out, const LaunchConfig& config,
                  const elastic::Environment& original_env,
                  const elastic::Environment& launcher_env) {
-  PrintDryRun(out, config, backend::PlanLaunch(config),
-              MakeWorkerSpec(config, launcher_env, kDryRunLogDir), original_env);
+  PrintDryRun(out, config, backend::PlanLaunch(config), DryRunSpec(config, launcher_env),
+              original_env);
 }
 
 int RunDryRun(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan,
               const elastic::Environment& launcher_env) {
-  PrintDryRun(out, config, plan, MakeWorkerSpec(config, launcher_env, kDryRunLogDir),
-              CurrentEnvironment());
+  PrintDryRun(out, config, plan, DryRunSpec(config, launcher_env), CurrentEnvironment());
   return 0;
 }
 

@@ -14,6 +14,8 @@ namespace ddprun::launcher {
 
 // The run's log directory as the dry run shows it (in the workers' log paths).
 inline constexpr const char* kDryRunLogDir = "<log_dir>";
+// The file timer's path as the dry run shows it when the launch would draw one at random.
+inline constexpr const char* kDryRunTimerFile = "<temporary directory>/ddprun-timer-<random hex>";
 
 // Prints `plan` (the plan of `config`) and the first attempt's workers of `spec` (made with
 // kDryRunLogDir as the run's log directory). `original_env` is the process environment as

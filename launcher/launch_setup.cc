@@ -5,6 +5,7 @@
 #include <boost/filesystem.hpp>
 #include <cerrno>
 #include <cstdlib>
+#include <random>
 
 #include "common/env_names.h"
 #include "common/errors.h"
@@ -53,7 +54,36 @@ bool HoldsAnyFile(const std::string& dir) {
   return false;
 }
 
+std::string TempDir(const elastic::Environment& env) {
+  for (const char* name : {"TMPDIR", "TEMP", "TMP"}) {
+    const auto found = env.find(name);
+    if (found != env.end() && !found->second.empty()) return found->second;
+  }
+  return "/tmp";
+}
+
+std::string RandomHex(int bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device device;
+  std::uniform_int_distribution<int> byte_distribution(0, 255);
+  std::string hex;
+  for (int i = 0; i < bytes; ++i) {
+    const int byte = byte_distribution(device);
+    hex += kHex[byte >> 4];
+    hex += kHex[byte & 0x0f];
+  }
+  return hex;
+}
+
 }  // namespace
+
+std::string FileTimerPath(const elastic::Environment& env) {
+  const auto enabled = env.find(env::kEnableFileTimer);
+  if (enabled == env.end() || enabled->second != "1") return "";
+  const auto given = env.find(env::kTimerFile);
+  if (given != env.end() && !given->second.empty()) return given->second;
+  return TempDir(env) + "/ddprun-timer-" + RandomHex(16);
+}
 
 elastic::Environment CurrentEnvironment() {
   elastic::Environment env;
@@ -137,6 +167,8 @@ elastic::WorkerSpec MakeWorkerSpec(const LaunchConfig& config, const elastic::En
   spec.virtual_local_rank = config.virtual_local_rank;
   spec.duplicate_stdout_filters = config.duplicate_stdout_filters;
   spec.duplicate_stderr_filters = config.duplicate_stderr_filters;
+  spec.hang_timeout = config.hang_timeout;
+  spec.timer_file = FileTimerPath(env);
   return spec;
 }
 

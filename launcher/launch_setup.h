@@ -36,6 +36,13 @@ class RunLogDir {
   bool keep_ = false;
 };
 
+// torchelastic's file timer: off ("") unless `env` has TORCHELASTIC_ENABLE_FILE_TIMER=1 exactly;
+// then TORCHELASTIC_TIMER_FILE if set and not empty, else a new
+// <temp dir>/ddprun-timer-<32 random hex digits> (temp dir: TMPDIR, TEMP, TMP, else /tmp, as
+// Python's tempfile).
+std::string FileTimerPath(const elastic::Environment& env);
+
+// The spec of this launch; its timer file (FileTimerPath) is chosen here, once.
 elastic::WorkerSpec MakeWorkerSpec(const elastic::LaunchConfig& config,
                                    const elastic::Environment& env, const std::string& run_log_dir);
 

@@ -40,6 +40,30 @@ KNOWN_DIFFERENCES_1_13 = {
     # Exported by torchrun since PR #160690 (Aug 2025, --signals-to-handle); absent in 1.13.
     "TORCHELASTIC_SIGNALS_TO_HANDLE": (None, "SIGTERM,SIGINT,SIGHUP,SIGQUIT"),
 }
+
+
+def _nccl_dump_prefix(env):
+    """<attempt dir>/<local rank>/nccl_trace_rank_: next to the worker's error file."""
+    return os.path.join(os.path.dirname(env.get("TORCHELASTIC_ERROR_FILE", "")),
+                        "nccl_trace_rank_")
+
+
+# ddprun-only: set by ddprun (unless the user set them), never by torchrun, whatever its version.
+# name -> (value under ddprun, or a function of the ddprun worker's environment giving it; reason).
+DDPRUN_ONLY = {
+    "PYTHONFAULTHANDLER": ("1", "every thread's stack on SIGABRT/a crash, for the failure "
+                                "summary and hang reports (issue 24)"),
+    "TORCH_NCCL_TRACE_BUFFER_SIZE": ("2000", "NCCL flight recorder on, so a collective hang "
+                                             "leaves a trace (issue 24)"),
+    "TORCH_FR_BUFFER_SIZE": ("2000", "the same setting under its newer name"),
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": ("1", "the flight recorder dumps when a collective times out"),
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": (_nccl_dump_prefix, "the dumps go into the worker's log "
+                                                           "folder, next to error.json"),
+    "TORCH_FR_DUMP_TEMP_FILE": (_nccl_dump_prefix, "the same setting under its newer name"),
+    # DDPRUN_PULSE_FILE (--hang_timeout) and TORCHELASTIC_TIMER_FILE (file timer on) are not set
+    # by the command lines below.
+}
+
 # Not differences, for the record: LC_CTYPE=C.UTF-8 appears in a Python worker's os.environ under
 # both launchers when the launcher's environment has no usable locale (Python's PEP 538 locale
 # coercion runs in torchrun itself and again in the worker interpreter), so it compares equal;
@@ -96,8 +120,15 @@ class EnvVsTorchrunTest(lib.DdprunTestCase):
                 problems.append("rank %d argv: torchrun %r, ddprun %r" % (rank, r["argv"],
                                                                            o["argv"]))
             renv, oenv = r["env"], o["env"]
-            for key in sorted(set(renv) | set(oenv) | set(self.known)):
+            for key in sorted(set(renv) | set(oenv) | set(self.known) | set(DDPRUN_ONLY)):
                 rv, ov = renv.get(key), oenv.get(key)
+                if key in DDPRUN_ONLY:
+                    want = DDPRUN_ONLY[key][0]
+                    want = want(oenv) if callable(want) else want
+                    if rv is not None or ov != want:
+                        problems.append("rank %d %s: torchrun %r ddprun %r, want absent / %r" % (
+                            rank, key, rv, ov, want))
+                    continue
                 if key in self.known:
                     want_r, want_o = self.known[key]
                     if (rv, ov) != (want_r, want_o):

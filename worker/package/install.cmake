@@ -8,7 +8,7 @@ set(DDPRUN_PUBLIC_HEADERS
   common/cancellable_pause.h common/clock.h common/errors.h common/host_port.h common/version.h
   store/store.h store/store_auth.h store/store_protocol.h
   store/tcp_store_client.h
-  worker/backend.h worker/communicator.h worker/data_type.h worker/program.h
+  worker/backend.h worker/communicator.h worker/data_type.h worker/program.h worker/pulse.h
   worker/worker_env.h worker/worker_store.h)
 foreach(header ${DDPRUN_PUBLIC_HEADERS})
   get_filename_component(header_dir ${header} DIRECTORY)

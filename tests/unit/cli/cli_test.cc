@@ -131,6 +131,7 @@ const std::map<std::string, std::string> kSamples = {
     {"numa_binding", "node"},
     {"event_log", "/tmp/ddprun_cli_test_events.jsonl"},
     {"pass_local_rank", "local_rank"},
+    {"hang_timeout", "0.5"},
 };
 
 // As ddprun-launch (torch.distributed.launch's stand-in).
@@ -812,6 +813,70 @@ TEST_CASE("option --event_log, else $DDPRUN_EVENT_LOG", "[cli]") {
   CHECK(Config({"--event_log=/tmp/flag.jsonl", Train()}, {{"DDPRUN_EVENT_LOG", "/tmp/env"}})
             .event_log == "/tmp/flag.jsonl");
   CHECK_THAT(ErrorWith({"--event_log="}), Catch::StartsWith("--event_log=: must name a file"));
+}
+
+TEST_CASE("option --hang_timeout: seconds >= 0, fractions allowed, 0 off", "[cli][hang]") {
+  using std::chrono::milliseconds;
+  CHECK(ConfigWith({}).hang_timeout == milliseconds(0));
+  CHECK(ConfigWith({"--hang-timeout", "300"}).hang_timeout == milliseconds(300'000));
+  CHECK(ConfigWith({"--hang_timeout=0.5"}).hang_timeout == milliseconds(500));
+  CHECK(ConfigWith({"--hang-timeout=1.0015"}).hang_timeout == milliseconds(1002));
+  CHECK(ConfigWith({"--hang-timeout=0"}).hang_timeout == milliseconds(0));
+  CHECK(ConfigWith({"--hang-timeout=0.0001"}).hang_timeout == milliseconds(1));  // never "off"
+  CHECK(ConfigWith({"--hang-timeout= 2 "}).hang_timeout == milliseconds(2000));
+  for (const std::string bad : {"-1", "abc", "", "1s", "inf", "nan", "2e9"}) {
+    INFO(bad);
+    CHECK_THAT(ErrorWith({"--hang-timeout=" + bad}),
+               Catch::StartsWith("--hang_timeout=" + bad + ": must be a number of seconds") &&
+                   Catch::Contains("0 turns hang detection off"));
+  }
+}
+
+TEST_CASE("option --hang_timeout defaults to PET_HANG_TIMEOUT, the flag wins", "[cli][hang]") {
+  using std::chrono::milliseconds;
+  const Env env = {{"PET_HANG_TIMEOUT", "60"}};
+  CHECK(Config({Train()}, env).hang_timeout == milliseconds(60'000));
+  CHECK(Config({Train()}, env).GivenAs("hang_timeout") == "PET_HANG_TIMEOUT");
+  CHECK(Config({"--hang-timeout=0", Train()}, env).hang_timeout == milliseconds(0));
+  CHECK_THAT(ErrorOf({Train()}, {{"PET_HANG_TIMEOUT", "soon"}}),
+             Catch::StartsWith("PET_HANG_TIMEOUT=soon: must be a number of seconds"));
+  CHECK(Config({"--hang_timeout=1", Train()}, {{"PET_HANG_TIMEOUT", "bad"}}).hang_timeout ==
+        milliseconds(1000));
+}
+
+TEST_CASE("option --hang_timeout is a ddprun extension in --help", "[cli][hang]") {
+  const cli::OptionSpec* spec = cli::FindOption("hang_timeout");
+  REQUIRE(spec != nullptr);
+  CHECK(std::string(spec->group) == "ddprun");
+  CHECK(spec->pet);
+  CHECK(cli::LongNames(*spec) == std::vector<std::string>{"--hang_timeout", "--hang-timeout"});
+  const CliResult help = Parse({"--help"});
+  CHECK_THAT(help.text, Catch::Contains("--hang_timeout") && Catch::Contains("--hang-timeout") &&
+                            Catch::Contains("[PET_HANG_TIMEOUT]") &&
+                            Catch::Contains("DDPRUN_PULSE_FILE"));
+}
+
+TEST_CASE("the dry run shows the hang timeout", "[cli][hang]") {
+  std::ostringstream off, on;
+  ddprun::launcher::PrintDryRun(off, ConfigWith({}), {}, {});
+  ddprun::launcher::PrintDryRun(on, ConfigWith({"--hang-timeout=90.5"}), {}, {});
+  CHECK_THAT(off.str(), Catch::Contains("hang_timeout     : off\n"));
+  CHECK_THAT(on.str(), Catch::Contains("hang_timeout     : 90.5 s without progress\n") &&
+                           Catch::Contains("env: DDPRUN_PULSE_FILE=<log_dir>/attempt_0/0/pulse"));
+  CHECK_THAT(off.str(), !Catch::Contains("DDPRUN_PULSE_FILE") && !Catch::Contains("file_timer"));
+}
+
+TEST_CASE("the dry run shows the file timer, a random path as such", "[cli][hang]") {
+  const Env on = {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}};
+  std::ostringstream drawn, given;
+  ddprun::launcher::PrintDryRun(drawn, ConfigWith({}), on, on);
+  Env with_file = on;
+  with_file["TORCHELASTIC_TIMER_FILE"] = "/run/t";
+  ddprun::launcher::PrintDryRun(given, ConfigWith({}), with_file, with_file);
+  const std::string drawn_path = "<temporary directory>/ddprun-timer-<random hex>";
+  CHECK_THAT(drawn.str(), Catch::Contains("file_timer       : " + drawn_path + "\n") &&
+                              Catch::Contains("env: TORCHELASTIC_TIMER_FILE=" + drawn_path));
+  CHECK_THAT(given.str(), Catch::Contains("file_timer       : /run/t\n"));
 }
 
 TEST_CASE("the rendezvous store host: is the endpoint this machine?", "[cli][elastic]") {

@@ -88,7 +88,7 @@ TEST_CASE("a hang asks for stacks first, then fails the group naming the stuck r
           "[elastic][agent][hang]") {
   Harness h(0);
   h.processes.Hang(h.Silence(0));  // rank 0 went silent first, but rank 1 is the odd one
-  CHECK(h.processes.dump_windows == std::vector<std::chrono::milliseconds>{3000});
+  CHECK(h.processes.dump_windows == std::vector<std::chrono::milliseconds>{std::chrono::milliseconds{3000}});
   CHECK(h.processes.stop_signals.empty());  // nothing is stopped before the stacks are in
   h.DumpBoth();
   REQUIRE(h.processes.stop_signals == std::vector<int>{SIGTERM});
@@ -148,7 +148,7 @@ TEST_CASE("a hang reported while the group already stops is ignored", "[elastic]
   CHECK(h.result->ExitCode() == 3);
 }
 
-TEST_CASE("a signal during the stack dump stops the agent; the late dump changes nothing",
+TEST_CASE("a signal during the stack dump stops the agent, and the late dump changes nothing",
           "[elastic][agent][hang]") {
   Harness h(1);
   h.processes.Hang(h.Silence(1));

@@ -146,6 +146,26 @@ TEST_CASE("multi-node: a remote failure stops the local workers and becomes the 
   CHECK(h.result->note.find("node 0 (host node0host)") != std::string::npos);
 }
 
+TEST_CASE("multi-node: a peer's hang asks this node's workers for their stacks before the stop", "[elastic][agent][multinode][hang]") {
+  Harness h;
+  h.PeerAtBarrier("ddprun/failure_barrier");
+  NodeFailure record = RemoteFailure();
+  record.failure.hang = true;
+  record.failure.message = "hang: rank 2 ...\nrank 2 stuck at train.py:42 in step";
+  h.monitor.events.on_remote_failure(record);
+  CHECK(h.processes.DumpPending());
+  CHECK(h.processes.stop_signals.empty());
+  h.processes.Exit(0, ExitStatus::Signaled(SIGABRT));
+  h.processes.Exit(1, ExitStatus::Signaled(SIGABRT));
+  h.processes.CompleteDump();
+  REQUIRE(h.processes.stop_signals == std::vector<int>{SIGTERM});
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  const ProcessFailure& root = h.result->failures[RootCauseIndex(h.result->failures)];
+  CHECK(root.message.find("rank 2 stuck at train.py:42") != std::string::npos);
+  CHECK(h.result->root_cause_node == 0);
+}
+
 TEST_CASE("multi-node: with restarts left every node restarts together in the next round", "[elastic][agent][multinode]") {
   Harness h(1);
   h.monitor.events.on_remote_failure(RemoteFailure());
@@ -204,6 +224,9 @@ TEST_CASE("node failure records round-trip through JSON", "[elastic][multinode]"
   CHECK(back.failure.status.code == SIGKILL);
   CHECK(back.failure.pid == 4242);
   CHECK(back.failure.message == "boom");
+  CHECK_FALSE(back.failure.hang);
+  record.failure.hang = true;
+  CHECK(DecodeNodeFailure(EncodeNodeFailure(record)).failure.hang);
   CHECK_THROWS_AS(DecodeNodeFailure("stop"), std::invalid_argument);
 }
 

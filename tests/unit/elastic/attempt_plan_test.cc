@@ -63,3 +63,60 @@ TEST_CASE("local_ranks_filter hides other ranks from the console only", "[elasti
   CHECK_FALSE(plain.workers[1].out.to_console);  // unredirected and filtered out: dropped
   CHECK(plain.workers[1].out.file.empty());
 }
+
+TEST_CASE("stderr is always watched, stdout only with hang detection", "[elastic][logs][hang]") {
+  auto spec = Spec();
+  spec.redirects.per_rank = {{1, StreamSelection::kStdout | StreamSelection::kStderr}};
+  const auto off = PlanAttempt(spec, Group());
+  CHECK(off.hang_timeout == std::chrono::milliseconds(0));
+  for (const auto& worker : off.workers) {
+    INFO(worker.local_rank);
+    CHECK(worker.err.watched);
+    CHECK_FALSE(worker.out.watched);
+    CHECK(worker.pulse_file.empty());
+    CHECK(worker.env.count("DDPRUN_PULSE_FILE") == 0);
+  }
+  spec.hang_timeout = std::chrono::seconds(30);
+  const auto on = PlanAttempt(spec, Group());
+  CHECK(on.hang_timeout == std::chrono::seconds(30));
+  for (const auto& worker : on.workers) {
+    INFO(worker.local_rank);
+    CHECK(worker.out.watched);
+    CHECK(worker.err.watched);
+  }
+  // Redirected to files only: still watched (the launcher copies the stream to its file).
+  CHECK(on.workers[1].out.file == "/l/run/attempt_2/1/stdout.log");
+  CHECK_FALSE(on.workers[1].out.to_console);
+}
+
+TEST_CASE("per-rank files: pulse with hang detection, stacks always", "[elastic][logs][hang]") {
+  auto spec = Spec();
+  CHECK(PlanAttempt(spec, Group()).workers[2].stacks_file == "/l/run/attempt_2/2/stacks.log");
+  spec.hang_timeout = std::chrono::milliseconds(500);
+  const auto attempt = PlanAttempt(spec, Group());
+  const auto& worker = attempt.workers[2];
+  CHECK(worker.pulse_file == "/l/run/attempt_2/2/pulse");
+  CHECK(worker.stacks_file == "/l/run/attempt_2/2/stacks.log");
+  CHECK(worker.env.at("DDPRUN_PULSE_FILE") == "/l/run/attempt_2/2/pulse");
+  CHECK(worker.env.at("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == "/l/run/attempt_2/2/nccl_trace_rank_");
+  CHECK(worker.env.at("PYTHONFAULTHANDLER") == "1");
+  spec.run_log_dir.clear();
+  const auto no_files = PlanAttempt(spec, Group());
+  CHECK(no_files.workers[2].pulse_file.empty());
+  CHECK(no_files.workers[2].stacks_file.empty());
+  CHECK(no_files.workers[2].out.watched);
+  CHECK(no_files.workers[2].env.count("DDPRUN_PULSE_FILE") == 0);
+  CHECK(no_files.workers[2].env.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == 0);
+}
+
+TEST_CASE("the file timer reaches the attempt and every worker", "[elastic][hang]") {
+  auto spec = Spec();
+  CHECK(PlanAttempt(spec, Group()).timer_file.empty());
+  CHECK(PlanAttempt(spec, Group()).workers[0].env.count("TORCHELASTIC_TIMER_FILE") == 0);
+  spec.timer_file = "/tmp/ddprun-timer-ab";
+  const auto attempt = PlanAttempt(spec, Group());
+  CHECK(attempt.timer_file == "/tmp/ddprun-timer-ab");
+  for (const auto& worker : attempt.workers) {
+    CHECK(worker.env.at("TORCHELASTIC_TIMER_FILE") == "/tmp/ddprun-timer-ab");
+  }
+}

@@ -27,6 +27,18 @@ TEST_CASE("a failure without error file gets torchrun's fallback messages", "[el
   CHECK(killed.status.ShellCode() == 137);
 }
 
+TEST_CASE("without an error file the summary shows the last lines of stderr", "[elastic][failure]") {
+  WorkerExit exit = Exit(1, ExitStatus::Exited(1), 10);
+  exit.stderr_tail = "Traceback (most recent call last):\n  File \"t.py\", line 3\nKeyError: 'x'";
+  CHECK(MakeFailure(exit, 1, "/e.json").message ==
+        "last lines of stderr:\n" + exit.stderr_tail);
+  exit.status = ExitStatus::Signaled(9);
+  CHECK(MakeFailure(exit, 1, "/e.json").message ==
+        "Signal 9 (SIGKILL) received by PID 1001\nlast lines of stderr:\n" + exit.stderr_tail);
+  exit.error_file_json = R"({"message": "from the error file"})";  // @record still wins
+  CHECK(MakeFailure(exit, 1, "/e.json").message == "from the error file");
+}
+
 TEST_CASE("error files in both torchrun formats give message and timestamp", "[elastic][failure]") {
   auto exit = Exit(0, ExitStatus::Exited(1), 500);
   exit.error_file_json =

@@ -2,6 +2,7 @@
 // for with SIGABRT, silence and pulses, torchelastic's timer FIFO, and a worker that will not
 // die (simulated through the signaller seam).
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -109,7 +110,7 @@ TEST_CASE("DumpStacks gets every thread's Python stack before the worker dies",
   CHECK(ReadAll(dir.path + "/stacks.log") == exit->stack_dump);
 }
 
-TEST_CASE("a silent worker is reported hung once; a chatty one is not",
+TEST_CASE("a silent worker is reported hung once, a chatty one is not",
           "[launcher][process][hang]") {
   asio::io_context io;
   LocalProcessContext processes(io);
@@ -136,7 +137,7 @@ TEST_CASE("a silent worker is reported hung once; a chatty one is not",
   RunUntil(io, [&] { return stopped; });
 }
 
-TEST_CASE("pulses on the worker's FIFO are progress; the FIFO goes with the group",
+TEST_CASE("pulses on the worker's FIFO are progress, and the FIFO goes with the group",
           "[launcher][process][hang]") {
   TempDir dir;
   asio::io_context io;
@@ -216,26 +217,6 @@ TEST_CASE("a worker still alive after SIGKILL is named and not waited for",
   std::optional<WorkerExit> exit;
   std::vector<std::string> unkillable;
   pid_t pid = -1;
-  {
-    LocalProcessContext processes(io, options);
-    AttemptLaunch attempt;
-    attempt.workers = {Watched(Shell(0, "echo $$; exec sleep 30"))};
-    std::string out;
-    WorkerEvents events([&](const WorkerExit& e) { exit = e; });
-    events.on_unkillable = [&](const std::string& line) { unkillable.push_back(line); };
-    attempt.workers[0].out.to_console = false;
-    processes.Start(attempt, std::move(events));
-    pid = static_cast<pid_t>(0);
-    // The worker's pid: its group leads with it (setsid), the shell exec'd sleep in place.
-    RunUntil(io, [&] { return true; });
-    bool stopped = false;
-    processes.Stop(SIGTERM, std::chrono::milliseconds(100), [&] { stopped = true; });
-    // Find the pid through /proc is not needed: the signaller learns it from the first kill.
-    (void)pid;
-    deaf.deaf = -1;
-    RunUntil(io, [&] { return stopped; });
-    CHECK(unkillable.empty());  // control: a worker that dies is not named
-  }
   // The real case: every signal to the worker is dropped.
   {
     LocalProcessContext processes(io, options);
