@@ -110,8 +110,8 @@ class HangChecks:
         return [r for r in records if all(r.get(k) == v for k, v in match.items())]
 
     def stacks_logs(self, log_dir, attempt=0):
-        return sorted(glob.glob(os.path.join(log_dir, "*", "attempt_%d" % attempt, "*",
-                                             "stacks.log")))
+        return sorted(glob.glob(os.path.join(log_dir, "**", "attempt_%d" % attempt, "*",
+                                             "stacks.log"), recursive=True))
 
     def assertResumed(self, records, result, hang_step, steps, ranks=(0, 1)):
         """Attempt 0 stopped before finishing hang_step; attempt 1 (restart count 1) resumed from
@@ -132,9 +132,12 @@ class HangChecks:
         self.assertFalse([r for r in records if r["attempt"] > 1], info)
         self.assertFalse(self.select(records, event="pulse_error"), info)
 
-    def assertNamesStuck(self, result, rank=1, what="stderr"):
+    def assertNamesStuck(self, result, rank=1, what="stderr", alone=False):
+        """stderr says where `rank` is stuck: "rank 1 stuck at hang_train.py:N". alone: the node
+        had no other rank to compare with, so the place may be given without "stuck"."""
         text = result.stderr
-        self.assertRegex(text, r"rank %d stuck at \S*hang_train\.py:%d\b" % (rank, SLEEP_LINE),
+        label = "(stuck )?at" if alone else "stuck at"
+        self.assertRegex(text, r"rank %d %s \S*hang_train\.py:%d\b" % (rank, label, SLEEP_LINE),
                          "%s does not name rank %d at hang_train.py:%d\n%s" %
                          (what, rank, SLEEP_LINE, result.describe()))
 
@@ -179,32 +182,52 @@ class HangChecks:
 
     # -- (b) -----------------------------------------------------------------------------------
 
-    def test_hung_rank_on_node_1_is_named_by_both_nodes(self):
+    def two_nodes(self, max_restarts):
+        """Two ddprun agents (static rendezvous on loopback), one worker each; rank 1 (node 1)
+        hangs in step 3. Returns both Results (node 0, node 1)."""
         port = lib.free_port()
         procs = []
         for node in range(2):
             procs.append(self.start_ddprun(
                 "--nnodes=2", "--node_rank=%d" % node, "--master_addr=127.0.0.1",
                 "--master_port=%d" % port, "--nproc_per_node=1",
-                "--hang-timeout=%d" % HANG_TIMEOUT, "--max_restarts=1",
+                "--hang-timeout=%d" % HANG_TIMEOUT, "--max_restarts=%d" % max_restarts,
                 "--log-dir", self.path("logs%d" % node),
                 # rank 0 prints while it waits, so that only rank 1 (node 1) shows no progress.
                 *self.script("--steps", 6, "--hang-rank", 1, "--hang-step", 3, "--print-thread"),
                 env=self.env({"HANG_NODE": str(node)})))
-        results = [self.finish(p, timeout=TIMEOUT) for p in procs]
+        return [self.finish(p, timeout=TIMEOUT) for p in procs]
+
+    def test_hung_rank_on_node_1_is_named_by_both_nodes(self):
+        results = self.two_nodes(max_restarts=1)
         for result in results:
             self.assertExit(result, 0)
             self.assertNoLauncherTraceback(result)
         records = self.records()
         self.assertEqual({r["node"] for r in self.select(records, rank=1)}, {"1"})
         self.assertResumed(records, results[1], hang_step=3, steps=6)
-        self.assertNamesStuck(results[1], what="node 1 (the hung rank's)")
-        self.assertNamesStuck(results[0], what="node 0 (through the failure record)")
+        # One worker per node: node 1 sees only rank 1's stack ("rank 1 at hang_train.py:N in
+        # hang"), node 0 gets the place through node 1's failure record.
+        self.assertNamesStuck(results[1], what="node 1 (the hung rank's)", alone=True)
+        self.assertIn("no progress", results[1].stderr, results[1].describe())
+        self.assertNamesStuck(results[0], what="node 0 (through the failure record)", alone=True)
         self.assertNotRegex(results[0].stderr + results[1].stderr, r"rank 0 stuck at")
         stacks = self.stacks_logs(self.path("logs1"))
         self.assertEqual(len(stacks), 1, "%s\n%s" % (stacks, results[1].describe()))
         self.assertRegex(lib.read_file(stacks[0]),
                          r'File "\S*hang_train\.py", line %d' % SLEEP_LINE)
+
+    def test_hung_rank_on_node_1_is_the_root_cause_on_both_nodes(self):
+        """No restart left: both nodes' failure summaries give the hang as the root cause."""
+        results = self.two_nodes(max_restarts=0)
+        for node, result in enumerate(results):
+            self.assertNotEqual(result.returncode, 0, result.describe())
+            self.assertNoLauncherTraceback(result)
+            root = result.stderr[result.stderr.rfind("Root Cause"):]
+            self.assertIn("no progress", root, "node %d\n%s" % (node, result.describe()))
+            self.assertRegex(root, r"rank 1 (stuck )?at \S*hang_train\.py:%d\b" % SLEEP_LINE,
+                             "node %d\n%s" % (node, result.describe()))
+        self.assertFalse([r for r in self.records() if r["attempt"] > 0])
 
     # -- (c) -----------------------------------------------------------------------------------
 
