@@ -10,6 +10,8 @@ line appended (one write, O_APPEND) to the step log, with wall-clock time:
 
 Modes:
   --hang-rank R --hang-step S  rank R sleeps --hang-seconds (600) inside step S, attempt 0 only
+  --hang-node N                instead of --hang-rank: local rank 0 of the agent whose $HANG_NODE
+                               is N (its global rank is in the hang_start record)
   --print-thread               the other ranks print from a background thread every 0.3 s while
                                they wait in the step's all_reduce (they print but are stuck)
   --silent-pulse SECONDS       in step --silent-step (1) every rank prints nothing for SECONDS but
@@ -40,6 +42,8 @@ def parse_args():
     p.add_argument("--step-time", type=float, default=0.1)
     p.add_argument("--hang-rank", type=int, default=-1)
     p.add_argument("--hang-step", type=int, default=3)
+    p.add_argument("--hang-node", default=None,
+                   help="instead of --hang-rank: local rank 0 of the node whose $HANG_NODE is this")
     p.add_argument("--hang-seconds", type=float, default=600.0)
     p.add_argument("--print-thread", action="store_true")
     p.add_argument("--silent-pulse", type=float, default=0.0)
@@ -116,6 +120,11 @@ if ATTEMPT > 0 and os.path.exists(CKPT):
     start_step, total = state["next_step"], state["total"]
     log("resume", from_step=start_step)
 
+if ARGS.hang_node is not None:
+    HANGS = os.environ.get("HANG_NODE") == ARGS.hang_node and LOCAL_RANK == 0
+else:
+    HANGS = RANK == ARGS.hang_rank
+
 _waiting = threading.Event()  # set while this rank waits in the step's all_reduce
 
 
@@ -148,7 +157,7 @@ def hang(step):
 def train_step(step):
     global total
     time.sleep(ARGS.step_time)  # "compute"
-    if step == ARGS.hang_step and RANK == ARGS.hang_rank and ATTEMPT == 0:
+    if step == ARGS.hang_step and HANGS and ATTEMPT == 0:
         hang(step)
     if ARGS.silent_pulse > 0 and step == ARGS.silent_step:
         silent_with_pulses(ARGS.silent_pulse)
