@@ -131,7 +131,7 @@ _waiting = threading.Event()  # set while this rank waits in the step's all_redu
 def _print_while_waiting():
     while True:
         _waiting.wait()
-        print("rank %d waiting in all_reduce" % RANK, flush=True)
+        print("rank %d (print thread): still in all_reduce" % RANK, flush=True)
         time.sleep(PULSE_PERIOD)
 
 

@@ -334,7 +334,8 @@ class HangChecks:
         self.assertNamesStuck(result)
         self.assertNotRegex(result.stderr, r"rank 0 stuck at", result.describe())
         # rank 0 did print while it waited (else this would be test (a) again).
-        self.assertIn("rank 0 waiting in all_reduce", result.stdout + result.stderr)
+        self.assertIn("rank 0 (print thread): still in all_reduce", result.stdout,
+                      result.describe())
         hang_start = self.select(records, event="hang_start", rank=1, attempt=0)[0]["time"]
         stacks = self.stacks_logs(log_dir)
         self.assertTrue(stacks, result.describe())
