@@ -24,13 +24,14 @@ inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
 inline constexpr const char* kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr const char* kLogLinePrefixTemplate = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE";
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
-// Evidence of a hang (issue 24): every thread's stack on SIGABRT, NCCL's flight recorder (each
-// setting under its older TORCH_NCCL_ and its newer TORCH_FR_ name), torchelastic's file timer
-// and ddprun's pulse FIFO.
+// Evidence of a hang (issue 24): every thread's stack on SIGABRT, NCCL's flight recorder (set
+// under its current TORCH_FR_ names; the older TORCH_NCCL_ ones are read to respect the user's
+// choice), torchelastic's file timer and ddprun's pulse FIFO.
 inline constexpr const char* kPythonFaultHandler = "PYTHONFAULTHANDLER";
 inline constexpr const char* kNcclTraceBufferSize = "TORCH_NCCL_TRACE_BUFFER_SIZE";
 inline constexpr const char* kFrBufferSize = "TORCH_FR_BUFFER_SIZE";
 inline constexpr const char* kNcclDumpOnTimeout = "TORCH_NCCL_DUMP_ON_TIMEOUT";
+inline constexpr const char* kFrDumpOnTimeout = "TORCH_FR_DUMP_ON_TIMEOUT";
 inline constexpr const char* kNcclDebugInfoTempFile = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE";
 inline constexpr const char* kFrDumpTempFile = "TORCH_FR_DUMP_TEMP_FILE";
 inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";

@@ -31,23 +31,24 @@ std::string VirtualVisibleDevice(const Environment& base, int local_rank) {
   return devices[local_rank];
 }
 
-// One setting known under two names: both get `value`, unless the user set either.
-void SetPairUnlessSet(Environment& env, const char* older, const char* newer,
-                      const std::string& value) {
-  if (env.count(older) != 0 || env.count(newer) != 0) return;
-  env[older] = value;
-  env[newer] = value;
+// One setting known under two names: the current name gets `value`, unless the user set
+// either. (Setting the older name too makes current PyTorch warn in every worker that it is
+// deprecated.)
+void SetUnlessEitherSet(Environment& env, const char* older, const char* current,
+                        const std::string& value) {
+  if (env.count(older) != 0 || env.count(current) != 0) return;
+  env[current] = value;
 }
 
 }  // namespace
 
 void AddDiagnosticsEnv(Environment& env, const WorkerDiagnostics& diagnostics) {
   env.try_emplace(env::kPythonFaultHandler, "1");
-  SetPairUnlessSet(env, env::kNcclTraceBufferSize, env::kFrBufferSize, "2000");
-  env.try_emplace(env::kNcclDumpOnTimeout, "1");
+  SetUnlessEitherSet(env, env::kNcclTraceBufferSize, env::kFrBufferSize, "2000");
+  SetUnlessEitherSet(env, env::kNcclDumpOnTimeout, env::kFrDumpOnTimeout, "1");
   if (!diagnostics.rank_dir.empty()) {
-    SetPairUnlessSet(env, env::kNcclDebugInfoTempFile, env::kFrDumpTempFile,
-                     diagnostics.rank_dir + "/nccl_trace_rank_");
+    SetUnlessEitherSet(env, env::kNcclDebugInfoTempFile, env::kFrDumpTempFile,
+                       diagnostics.rank_dir + "/nccl_trace_rank_");
   }
   if (!diagnostics.pulse_file.empty()) env[env::kPulseFile] = diagnostics.pulse_file;
   if (!diagnostics.timer_file.empty()) env[env::kTimerFile] = diagnostics.timer_file;

@@ -136,6 +136,9 @@ void WorkerWatchdog::OnTimerLine(std::string_view line) {
   }
   const auto rank = RankOfPid(request->pid);
   if (rank) Progress(*rank);
+  if (request->expiration_time >= 0) {
+    armed_at_[{request->pid, request->scope_id}] = EpochSeconds(system_clock::now());
+  }
   timers_.Apply(*request);
   if (armed_ && !quiet_) Schedule();
 }
@@ -166,7 +169,9 @@ void WorkerWatchdog::OnDeadline() {
   const auto expired = timers_.TakeExpired(EpochSeconds(system_clock::now()));
   for (const auto& timer : expired) {
     const auto rank = RankOfPid(timer.pid);
-    const double late = EpochSeconds(system_clock::now()) - timer.expiration_time;
+    const auto armed = armed_at_.find({timer.pid, timer.scope_id});
+    const double armed_for =
+        armed == armed_at_.end() ? 0 : std::max(0.0, timer.expiration_time - armed->second);
     elastic::HangReport report;
     report.kind = elastic::HangReport::Kind::kTimerExpired;
     report.local_rank = rank.value_or(-1);
@@ -174,8 +179,8 @@ void WorkerWatchdog::OnDeadline() {
     report.scope = timer.scope_id;
     report.signal = timer.signal;
     report.cause = "file timer expired: scope \"" + timer.scope_id + "\" of pid " +
-                   std::to_string(timer.pid) + " passed its deadline " +
-                   DurationText(milliseconds(static_cast<long long>(late * 1000)), 1) + " ago";
+                   std::to_string(timer.pid) + " (armed for " +
+                   DurationText(milliseconds(std::llround(armed_for * 1000)), 1) + ")";
     if (!rank) {
       // Not one of ours (torch signals it anyway; so does ddprun, but no group fails for it).
       spdlog::warn("{}; it is not a worker of this node, sending it {}", report.cause,

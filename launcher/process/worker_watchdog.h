@@ -7,6 +7,8 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
+#include <utility>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +60,7 @@ class WorkerWatchdog {
   std::optional<elastic::ProgressWatch> progress_;  // none: --hang-timeout off
   bool timer_on_ = false;
   elastic::FileTimerTable timers_;
+  std::map<std::pair<pid_t, std::string>, double> armed_at_;  // epoch s of each scope's request
   std::vector<pid_t> pids_;
   std::vector<std::unique_ptr<Fifo>> fifos_;
   asio::steady_timer deadline_;

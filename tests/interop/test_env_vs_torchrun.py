@@ -53,13 +53,13 @@ def _nccl_dump_prefix(env):
 DDPRUN_ONLY = {
     "PYTHONFAULTHANDLER": ("1", "every thread's stack on SIGABRT/a crash, for the failure "
                                 "summary and hang reports (issue 24)"),
-    "TORCH_NCCL_TRACE_BUFFER_SIZE": ("2000", "NCCL flight recorder on, so a collective hang "
-                                             "leaves a trace (issue 24)"),
-    "TORCH_FR_BUFFER_SIZE": ("2000", "the same setting under its newer name"),
-    "TORCH_NCCL_DUMP_ON_TIMEOUT": ("1", "the flight recorder dumps when a collective times out"),
-    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": (_nccl_dump_prefix, "the dumps go into the worker's log "
-                                                           "folder, next to error.json"),
-    "TORCH_FR_DUMP_TEMP_FILE": (_nccl_dump_prefix, "the same setting under its newer name"),
+    # The flight recorder's current names only: current PyTorch warns in every worker that the
+    # older TORCH_NCCL_ names are deprecated.
+    "TORCH_FR_BUFFER_SIZE": ("2000", "NCCL flight recorder on, so a collective hang leaves a "
+                                     "trace (issue 24)"),
+    "TORCH_FR_DUMP_ON_TIMEOUT": ("1", "the flight recorder dumps when a collective times out"),
+    "TORCH_FR_DUMP_TEMP_FILE": (_nccl_dump_prefix, "the dumps go into the worker's log folder, "
+                                                   "next to error.json"),
     # DDPRUN_PULSE_FILE (--hang_timeout) and TORCHELASTIC_TIMER_FILE (file timer on) are not set
     # by the command lines below.
 }

@@ -98,7 +98,7 @@ TEST_CASE("per-rank files: pulse with hang detection, stacks always", "[elastic]
   CHECK(worker.pulse_file == "/l/run/attempt_2/2/pulse");
   CHECK(worker.stacks_file == "/l/run/attempt_2/2/stacks.log");
   CHECK(worker.env.at("DDPRUN_PULSE_FILE") == "/l/run/attempt_2/2/pulse");
-  CHECK(worker.env.at("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == "/l/run/attempt_2/2/nccl_trace_rank_");
+  CHECK(worker.env.at("TORCH_FR_DUMP_TEMP_FILE") == "/l/run/attempt_2/2/nccl_trace_rank_");
   CHECK(worker.env.at("PYTHONFAULTHANDLER") == "1");
   spec.run_log_dir.clear();
   const auto no_files = PlanAttempt(spec, Group());

@@ -74,16 +74,18 @@ TEST_CASE("OMP_NUM_THREADS defaults to 1 only for several workers and when unset
   CHECK(preset.at("OMP_NUM_THREADS") == "8");
 }
 
-TEST_CASE("diagnostics: faulthandler, NCCL flight recorder under both names, pulse, timer",
+TEST_CASE("diagnostics: faulthandler, NCCL flight recorder under its current names, pulse, timer",
           "[elastic][env][hang]") {
   Environment env{{"PATH", "/bin"}, {"DDPRUN_PULSE_FILE", "/stale"}};
   AddDiagnosticsEnv(env, {"/l/attempt_0/1", "/l/attempt_0/1/pulse", "/tmp/timer"});
   CHECK(env.at("PYTHONFAULTHANDLER") == "1");
-  CHECK(env.at("TORCH_NCCL_TRACE_BUFFER_SIZE") == "2000");
   CHECK(env.at("TORCH_FR_BUFFER_SIZE") == "2000");
-  CHECK(env.at("TORCH_NCCL_DUMP_ON_TIMEOUT") == "1");
-  CHECK(env.at("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == "/l/attempt_0/1/nccl_trace_rank_");
+  CHECK(env.at("TORCH_FR_DUMP_ON_TIMEOUT") == "1");
   CHECK(env.at("TORCH_FR_DUMP_TEMP_FILE") == "/l/attempt_0/1/nccl_trace_rank_");
+  // Not the deprecated names: current PyTorch warns in every worker when they are set.
+  CHECK(env.count("TORCH_NCCL_TRACE_BUFFER_SIZE") == 0);
+  CHECK(env.count("TORCH_NCCL_DUMP_ON_TIMEOUT") == 0);
+  CHECK(env.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == 0);
   CHECK(env.at("DDPRUN_PULSE_FILE") == "/l/attempt_0/1/pulse");
   CHECK(env.at("TORCHELASTIC_TIMER_FILE") == "/tmp/timer");
   CHECK(env.at("PATH") == "/bin");
@@ -93,7 +95,7 @@ TEST_CASE("diagnostics without files: no dump path, pulse or timer", "[elastic][
   Environment env;
   AddDiagnosticsEnv(env, {});
   CHECK(env.at("PYTHONFAULTHANDLER") == "1");
-  CHECK(env.at("TORCH_NCCL_TRACE_BUFFER_SIZE") == "2000");
+  CHECK(env.at("TORCH_FR_BUFFER_SIZE") == "2000");
   CHECK(env.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == 0);
   CHECK(env.count("TORCH_FR_DUMP_TEMP_FILE") == 0);
   CHECK(env.count("DDPRUN_PULSE_FILE") == 0);
@@ -110,6 +112,7 @@ TEST_CASE("diagnostics leave the user's values alone, a pair whole", "[elastic][
   CHECK(env.at("TORCH_FR_BUFFER_SIZE") == "50");
   CHECK(env.count("TORCH_NCCL_TRACE_BUFFER_SIZE") == 0);
   CHECK(env.at("TORCH_NCCL_DUMP_ON_TIMEOUT") == "0");
+  CHECK(env.count("TORCH_FR_DUMP_ON_TIMEOUT") == 0);
   CHECK(env.at("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == "/mine/trace_");
   CHECK(env.count("TORCH_FR_DUMP_TEMP_FILE") == 0);
 }

@@ -199,7 +199,8 @@ TEST_CASE("the timer FIFO: a released scope never fires, an expired one is repor
   CHECK(hangs[0].scope == "step");
   CHECK(hangs[0].signal == SIGKILL);
   CHECK(hangs[0].local_rank == 0);
-  CHECK_THAT(hangs[0].cause, Contains("file timer expired: scope \"step\""));
+  CHECK_THAT(hangs[0].cause, Contains("file timer expired: scope \"step\" of pid"));
+  CHECK_THAT(hangs[0].cause, Contains("(armed for 0.3 s)"));
   bool stopped = false;
   processes.Stop(SIGKILL, std::chrono::milliseconds(0), [&] { stopped = true; });
   RunUntil(io, [&] { return stopped; });
