@@ -53,7 +53,7 @@ STEPS = 6
 LAUNCHER_LINE = re.compile(
     r"^(\[ddprun\]|(INFO|WARNING|ERROR):torch|[IWEF]\d{4} \d\d:\d\d:\d\d|Traceback|"
     r"\S+Error\b|\S+Exception\b|torch\.distributed\S*: |\S+ FAILED|Root Cause|"
-    r"  (rank|exitcode|time|error_file) +:)")
+    r"  (rank|exitcode|time|error_file) +:|ranks? [\d, ]+ (stuck at|at|in|waiting) |stacks: )")
 
 
 def parse_args() -> argparse.Namespace:
@@ -181,7 +181,7 @@ def one_run(case, args, python):
         "hang_to_first_step_s": (step - hang) if hang and step else None,
         "resumed_from": [r.get("from_step") for r in recs if r["event"] == "resume"][:1],
         "leftovers": len(leftovers),
-        "last_launcher_lines": lines[-3:],
+        "last_launcher_lines": lines[-4:],
     }
     lib.DdprunTestCase._rmtree(tmp)
     return sample
