@@ -47,16 +47,16 @@ class HangDetectionTest(DdprunTestCase):
         self.assertNotIn("hang", result.stderr)
 
     def test_pulses_keep_a_silent_worker_alive(self):
-        # Silent for 3 timeouts, pulsing every 0.2 s: from a shell, as the docs show.
+        # Silent for 1.5 timeouts, pulsing every 0.2 s: from a shell, as the docs show.
         script = ('i=0; while [ $i -lt 15 ]; do echo > "$DDPRUN_PULSE_FILE"; sleep 0.2; '
                   'i=$((i+1)); done; echo finished')
-        result = self.shell(script, "--hang-timeout=1", nproc=2)
+        result = self.shell(script, "--hang-timeout=2", nproc=2)
         self.assertExit(result, 0)
         self.assertEqual(result.stdout.split(), ["finished", "finished"], result.describe())
 
     def test_output_is_progress(self):
         script = "i=0; while [ $i -lt 15 ]; do echo tick; sleep 0.2; i=$((i+1)); done"
-        result = self.shell(script, "--hang-timeout=1")
+        result = self.shell(script, "--hang-timeout=2")
         self.assertExit(result, 0)
         self.assertEqual(result.stdout.split().count("tick"), 15)
 

@@ -115,7 +115,7 @@ TEST_CASE("a silent worker is reported hung once, a chatty one is not",
   asio::io_context io;
   LocalProcessContext processes(io);
   AttemptLaunch attempt;
-  attempt.hang_timeout = std::chrono::milliseconds(700);
+  attempt.hang_timeout = std::chrono::milliseconds(1500);  // ample for a loaded machine
   attempt.workers = {
       Watched(Shell(0, "for i in $(seq 1 40); do echo tick; sleep 0.1; done")),
       Watched(Shell(1, "exec sleep 30"))};
@@ -126,7 +126,7 @@ TEST_CASE("a silent worker is reported hung once, a chatty one is not",
   processes.Start(attempt, std::move(events));
   const auto started = std::chrono::steady_clock::now();
   RunUntil(io, [&] { return !hangs.empty(); });
-  CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(700));
+  CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(1500));
   CHECK(hangs[0].kind == HangReport::Kind::kNoProgress);
   CHECK(hangs[0].local_rank == 1);
   CHECK_THAT(hangs[0].cause, Contains("no progress for"));
@@ -144,8 +144,8 @@ TEST_CASE("pulses on the worker's FIFO are progress, and the FIFO goes with the 
   LocalProcessContext processes(io);
   AttemptLaunch attempt;
   attempt.attempt_dir = dir.path + "/attempt_0";
-  attempt.hang_timeout = std::chrono::milliseconds(700);
-  WorkerLaunch worker = Watched(Shell(0, "for i in $(seq 1 20); do echo > \"$DDPRUN_PULSE_FILE\"; "
+  attempt.hang_timeout = std::chrono::milliseconds(1500);  // ample for a loaded machine
+  WorkerLaunch worker = Watched(Shell(0, "for i in $(seq 1 30); do echo > \"$DDPRUN_PULSE_FILE\"; "
                                          "sleep 0.1; done"));
   worker.pulse_file = attempt.attempt_dir + "/0/pulse";
   worker.env["DDPRUN_PULSE_FILE"] = worker.pulse_file;
