@@ -354,12 +354,13 @@ class Torch2HangTest(HangChecks, lib.DdprunTestCase):
 
     # Static rendezvous gives the workers node 0's agent store in every attempt, and torch 2.x
     # does not prefix keys per attempt there (torch/distributed/rendezvous.py,
-    # _create_c10d_store: "We create a new TCPStore for every retry"): attempt 1's gloo reads
-    # attempt 0's addresses and fails ("connectFullMesh failed ... Connection refused").
-    # torchrun 2.15 fails the same way. Remove when ddprun serves a fresh store per attempt.
-    @unittest.expectedFailure
+    # _create_c10d_store: "We create a new TCPStore for every retry"): attempt 1's gloo may read
+    # attempt 0's addresses before the peer overwrites them and fail ("connectFullMesh failed
+    # ... Connection refused"); it did in 5 of 6 tries, and torchrun 2.15 failed the same way.
+    # A race, so neither a pass nor an expected failure: skipped until ddprun serves a fresh
+    # worker store per attempt with static rendezvous too (as it does with c10d).
     def test_hung_rank_on_node_1_is_named_by_both_nodes_static(self):
-        super().test_hung_rank_on_node_1_is_named_by_both_nodes_static()
+        self.skipTest("torch 2.x + static rendezvous: stale worker-store keys after a restart")
 
 
 if __name__ == "__main__":
