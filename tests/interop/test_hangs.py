@@ -240,15 +240,15 @@ class HangChecks:
                          r'File "\S*hang_train\.py", line %d' % SLEEP_LINE)
 
     def test_hung_rank_on_node_1_is_named_by_both_nodes(self):
-        """c10d rendezvous (a fresh worker store per round)."""
+        # c10d rendezvous (a fresh worker store per round).
         self.check_named_by_both_nodes("c10d")
 
     def test_hung_rank_on_node_1_is_named_by_both_nodes_static(self):
-        """Static rendezvous: the workers' store is node 0's agent store in every attempt."""
+        # Static rendezvous: the workers' store is node 0's agent store in every attempt.
         self.check_named_by_both_nodes("static")
 
     def test_hung_rank_on_node_1_is_the_root_cause_on_both_nodes(self):
-        """No restart left: both nodes' failure summaries give the hang as the root cause."""
+        # No restart left: both nodes' failure summaries give the hang as the root cause.
         results = self.two_nodes(max_restarts=0, backend="static")
         for node, result in enumerate(results):
             self.assertNotEqual(result.returncode, 0, result.describe())
