@@ -356,7 +356,7 @@ class Torch2HangTest(HangChecks, lib.DdprunTestCase):
     # does not prefix keys per attempt there (torch/distributed/rendezvous.py,
     # _create_c10d_store: "We create a new TCPStore for every retry"): attempt 1's gloo may read
     # attempt 0's addresses before the peer overwrites them and fail ("connectFullMesh failed
-    # ... Connection refused"); it did in 5 of 6 tries, and torchrun 2.15 failed the same way.
+    # ... Connection refused"); it did in 6 of 7 tries, and torchrun 2.15 failed the same way.
     # A race, so neither a pass nor an expected failure: skipped until ddprun serves a fresh
     # worker store per attempt with static rendezvous too (as it does with c10d).
     def test_hung_rank_on_node_1_is_named_by_both_nodes_static(self):
