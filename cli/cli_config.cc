@@ -173,8 +173,15 @@ void FillCompatibility(const RawValues& raw, LaunchConfig& config) {
     RequireChoice(text, name, Choices("event_log_handler"));
     config.event_log_handler = text;
   });
-  IfGiven(raw, "logs_specs",
-          [&](const std::string& text, const std::string&) { config.logs_specs = text; });
+  // torchrun loads the class from a Python entry point (group torchrun.logs_specs); a launcher
+  // without Python has none to load, and ignoring the name would put logs where the plugin's
+  // user does not look.
+  IfGiven(raw, "logs_specs", [&](const std::string& text, const std::string& name) {
+    throw UsageError(name + "=" + text + ": ddprun loads no Python LogsSpecs plugins (torchrun's "
+                     "entry point group torchrun.logs_specs); drop the flag: the logs follow "
+                     "torchrun's default layout (--log-dir, --redirects, --tee, "
+                     "--local-ranks-filter)");
+  });
   IfGiven(raw, "numa_binding", [&](const std::string& text, const std::string& name) {
     RequireChoice(text, name, Choices("numa_binding"));
     config.numa_binding = text;

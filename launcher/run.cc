@@ -1,6 +1,7 @@
 #include "launcher/run.h"
 
 #include <boost/algorithm/string/join.hpp>
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "common/env_names.h"
 #include "common/errors.h"
 #include "common/logging.h"
+#include "common/open_files.h"
 #include "elastic/agent.h"
 #include "launcher/agent_loop.h"
 #include "cli/cli.h"
@@ -52,8 +54,22 @@ elastic::Environment LauncherEnvironment(const LaunchConfig& config) {
   return env;
 }
 
+// A 16k-rank job opens a store connection per worker on the node hosting the store.
+void RaiseFileLimit(const LaunchConfig& config) {
+  const OpenFileLimit files = RaiseOpenFileLimit();
+  const auto ranks = static_cast<std::uint64_t>(config.max_nodes) *
+                     static_cast<std::uint64_t>(std::max(config.nproc_per_node, 1));
+  const std::string asked = "a job of up to " + std::to_string(ranks) + " ranks on " +
+                            std::to_string(config.max_nodes) + " node(s), a store connection each,";
+  if (const auto shortfall = ConnectionShortfall(asked, ranks + config.max_nodes, files,
+                                                 "start fewer workers per store")) {
+    spdlog::warn("{}", *shortfall);
+  }
+}
+
 int Launch(const LaunchConfig& config) {
   std::signal(SIGPIPE, SIG_IGN);
+  RaiseFileLimit(config);
   const HeldSignals held(config);
   if (config.standalone_flag) {
     spdlog::info("Rendezvous info: --rdzv-backend={} --rdzv-endpoint={} --rdzv-id={}",

@@ -15,6 +15,7 @@
 #include "common/host_port.h"
 #include "common/integer.h"
 #include "common/logging.h"
+#include "common/open_files.h"
 #include "common/version.h"
 #include "cli/cli.h"
 #include "cli/rdzv_token.h"
@@ -102,6 +103,13 @@ void PrintBytes(const Bytes& value) {
 }
 
 int Serve(const ServeFlags& flags) {
+  const OpenFileLimit files = RaiseOpenFileLimit();
+  const auto connections = flags.options.limits.max_connections;
+  if (const auto shortfall =
+          ConnectionShortfall("--max-connections=" + std::to_string(connections), connections,
+                              files, "lower --max-connections")) {
+    std::cerr << "ddprun-store: warning: " << *shortfall << std::endl;
+  }
   asio::io_context io(kOneThread);
   store::ServerOptions options = flags.options;
   options.auth = Token(flags.token_file);

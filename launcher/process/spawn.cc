@@ -16,6 +16,8 @@
 #include <boost/process/io.hpp>
 #include <boost/process/search_path.hpp>
 
+#include "common/open_files.h"
+
 namespace ddprun::launcher::process {
 namespace bp = boost::process;
 namespace {
@@ -78,6 +80,8 @@ struct WorkerSetup : bp::extend::handler {
     if (session_keeper_fd >= 0) WritePidLine(session_keeper_fd, getpid());
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != launcher_pid) _exit(128 + SIGKILL);  // the launcher died before prctl
+    // The launcher raised its own open-file limit; the worker gets the one it would have had.
+    if (const rlimit* files = OriginalOpenFileLimit()) setrlimit(RLIMIT_NOFILE, files);
     sigset_t empty;
     sigemptyset(&empty);
     sigprocmask(SIG_SETMASK, &empty, nullptr);
