@@ -121,6 +121,10 @@ class Agent {
   void OnLocalFailure(const ProcessFailure& failure);
   void OnStacksDumped();
   ProcessFailure HangFailure() const;
+  // The global rank of a local rank of this attempt; -1 for one outside it.
+  int GlobalRankOf(int local_rank) const;
+  // The stacks.log of every worker that wrote a stack dump this attempt.
+  std::vector<std::string> StackFiles() const;
   void DumpStacksThenStop();
   void OnAllSucceeded();
   void StopAfterFailure();

@@ -1,6 +1,7 @@
 // The Agent's hang half: a rank that made no progress or whose file timer expired, the stacks
 // asked for before anything is killed, the root cause that says where every rank was, and
 // workers that will not die.
+#include <boost/algorithm/string/join.hpp>
 #include <csignal>
 #include <fstream>
 
@@ -35,11 +36,9 @@ std::string RankText(int global_rank, int local_rank, pid_t pid) {
 void Agent::HandleHang(const HangReport& report) {
   if (state_ != State::kHealthy) return;
   hang_ = report;
-  const bool known = report.local_rank >= 0 &&
-                     report.local_rank < static_cast<int>(attempt_.workers.size());
-  const int rank = known ? attempt_.workers[report.local_rank].global_rank : -1;
   spdlog::error("[{}] {}: {}; asking every live worker for its Python stacks", spec_.role,
-                RankText(rank, report.local_rank, report.pid), report.cause);
+                RankText(GlobalRankOf(report.local_rank), report.local_rank, report.pid),
+                report.cause);
   DumpStacksThenStop();
 }
 
@@ -62,13 +61,7 @@ void Agent::OnStacksDumped() {
   }
   const ProcessFailure failure = HangFailure();
   nlohmann::json ranks = nlohmann::json::array();
-  nlohmann::json stacks = nlohmann::json::array();
-  for (const auto& worker : attempt_.workers) {
-    ranks.push_back(worker.global_rank);
-    if (!worker.stacks_file.empty() && !stack_dumps_.at(worker.local_rank).empty()) {
-      stacks.push_back(worker.stacks_file);
-    }
-  }
+  for (const auto& worker : attempt_.workers) ranks.push_back(worker.global_rank);
   Emit("hang", {{"kind", hang_->kind == HangReport::Kind::kTimerExpired ? "timer_expired"
                                                                         : "no_progress"},
                 {"rank", failure.global_rank},
@@ -76,7 +69,7 @@ void Agent::OnStacksDumped() {
                 {"cause", hang_->cause},
                 {"scope", hang_->scope},
                 {"ranks", ranks},
-                {"stacks", stacks},
+                {"stacks", StackFiles()},
                 {"summary", failure.message}});
   if (hang_->kind == HangReport::Kind::kTimerExpired && hang_->signal > 0) {
     processes_.Signal(hang_->local_rank, hang_->signal);  // what the timer asked for
@@ -91,11 +84,9 @@ void Agent::OnStacksDumped() {
 // saying where every rank was and where the stacks are.
 ProcessFailure Agent::HangFailure() const {
   std::vector<RankPlace> places;
-  std::vector<std::string> stack_files;
   for (const auto& worker : attempt_.workers) {
     const std::string& dump = stack_dumps_.at(worker.local_rank);
     places.push_back(PlaceOf(worker.global_rank, ParseFaulthandlerDump(dump)));
-    if (!dump.empty() && !worker.stacks_file.empty()) stack_files.push_back(worker.stacks_file);
   }
   ProcessFailure failure;
   failure.local_rank = hang_->local_rank;
@@ -116,19 +107,31 @@ ProcessFailure Agent::HangFailure() const {
   }
   failure.time = hang_->time;
   failure.hang = true;
-  const int silent_rank =
-      hang_->local_rank >= 0 && hang_->local_rank < static_cast<int>(attempt_.workers.size())
-          ? attempt_.workers[hang_->local_rank].global_rank
-          : -1;
-  failure.message = "hang: " + RankText(silent_rank, hang_->local_rank, hang_->pid) + ": " +
-                    hang_->cause;
+  failure.message = "hang: " +
+                    RankText(GlobalRankOf(hang_->local_rank), hang_->local_rank, hang_->pid) +
+                    ": " + hang_->cause;
   const std::string places_text = DescribePlaces(places, ReadSourceLine);
   if (!places_text.empty()) failure.message += "\n" + places_text;
+  const std::vector<std::string> stack_files = StackFiles();
   if (!stack_files.empty()) {
-    failure.message += "\nstacks: " + stack_files.front();
-    for (std::size_t i = 1; i < stack_files.size(); ++i) failure.message += ", " + stack_files[i];
+    failure.message += "\nstacks: " + boost::algorithm::join(stack_files, ", ");
   }
   return failure;
+}
+
+int Agent::GlobalRankOf(int local_rank) const {
+  const bool known = local_rank >= 0 && local_rank < static_cast<int>(attempt_.workers.size());
+  return known ? attempt_.workers[local_rank].global_rank : -1;
+}
+
+std::vector<std::string> Agent::StackFiles() const {
+  std::vector<std::string> files;
+  for (const auto& worker : attempt_.workers) {
+    if (!worker.stacks_file.empty() && !stack_dumps_.at(worker.local_rank).empty()) {
+      files.push_back(worker.stacks_file);
+    }
+  }
+  return files;
 }
 
 void Agent::HandleUnkillable(const std::string& line) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <boost/filesystem.hpp>
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 #include <sstream>
@@ -66,6 +67,20 @@ std::optional<std::string> ReadFile(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// The last `bytes` of a file (a redirected log may be large); empty when unreadable.
+std::string ReadTail(const std::string& path, std::size_t bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return {};
+  const std::streamoff size = in.tellg();
+  const std::streamoff start =
+      std::max<std::streamoff>(0, size - static_cast<std::streamoff>(bytes));
+  in.seekg(start);
+  std::string text(static_cast<std::size_t>(size - start), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
 }
 
 bool MatchesAny(std::string_view line, const std::vector<std::string>& filters) {
@@ -366,8 +381,9 @@ void LocalProcessContext::OnExit(const std::shared_ptr<Worker>& worker, int wait
   exit.status = ExitStatus::FromWaitStatus(wait_status);
   exit.time = std::chrono::system_clock::now();
   if (!exit.status.Success()) exit.error_file_json = ReadFile(worker->launch.error_file);
-  if (!worker->launch.err.watched && !worker->launch.err.prefixed && !worker->launch.err.file.empty()) {
-    worker->stderr_tail = ReadFile(worker->launch.err.file).value_or("");  // written directly
+  const StreamRoute& err = worker->launch.err;
+  if (!exit.status.Success() && !err.watched && !err.prefixed && !err.file.empty()) {
+    worker->stderr_tail = ReadTail(err.file, kTailBytes);  // the worker wrote it directly
   }
   exit.stderr_tail = LastLines(worker->stderr_tail, kTailLines);
   exit.stack_dump = std::move(worker->stack_dump);

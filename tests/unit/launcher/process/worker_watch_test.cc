@@ -79,6 +79,24 @@ TEST_CASE("stderr is relayed through the launcher and its last lines reach the e
   CHECK(exit->stderr_tail.find("line10\n") == std::string::npos);
 }
 
+TEST_CASE("a stderr the worker writes to its log directly gives the tail of the file",
+          "[launcher][process][hang]") {
+  TempDir dir;
+  asio::io_context io;
+  LocalProcessContext processes(io);
+  AttemptLaunch attempt;
+  WorkerLaunch worker =
+      Shell(0, "for i in $(seq 1 3000); do echo line$i >&2; done; exit 3");  // 30 KB of log
+  worker.err.file = dir.path + "/stderr.log";
+  worker.err.to_console = false;
+  attempt.workers = {worker};
+  std::optional<WorkerExit> exit;
+  processes.Start(attempt, [&](const WorkerExit& e) { exit = e; });
+  RunUntil(io, [&] { return exit.has_value(); });
+  CHECK(exit->stderr_tail.rfind("line2981\n", 0) == 0);
+  CHECK_THAT(exit->stderr_tail, Contains("line2999\nline3000"));
+}
+
 TEST_CASE("DumpStacks gets every thread's Python stack before the worker dies",
           "[launcher][process][hang]") {
   TempDir dir;
