@@ -322,6 +322,11 @@ void RecordNames(const RawValues& raw, LaunchConfig& config) {
 
 }  // namespace
 
+// torch reads TORCH_DISABLE_SHARE_RDZV_TCP_STORE as `== "1"`; any other value shares the store.
+void FillShareStore(const EnvLookup& env, LaunchConfig& config) {
+  config.share_rdzv_store = env("TORCH_DISABLE_SHARE_RDZV_TCP_STORE").value_or("0") != "1";
+}
+
 LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const EnvLookup& env,
                          const GpuCounter& gpus, Personality personality) {
   LaunchConfig config;
@@ -334,6 +339,7 @@ LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const E
   FillCompatibility(raw, config);
   FillLocalRankArg(raw, personality, config);
   FillEventLog(raw, env, config);
+  FillShareStore(env, config);
   ResolveNproc(raw, gpus, config);  // flag errors first, then the script's
   FillScript(raw, split, env, config);
   ResolveRendezvous(config);

@@ -14,7 +14,7 @@ constexpr const char* kRdzv = "Rendezvous";
 constexpr const char* kStatic = "Static rendezvous (torch.distributed.launch compatible)";
 constexpr const char* kLaunch = "User-code launch";
 constexpr const char* kLogging = "Logging";
-constexpr const char* kCompat = "Compatibility (accepted, no effect)";
+constexpr const char* kCompat = "torchrun compatibility";
 constexpr const char* kLegacy = "torch.distributed.launch compatibility";
 constexpr const char* kDdprun = "ddprun";
 
@@ -69,9 +69,13 @@ constexpr std::array<OptionSpec, 41> kOptions{{
      "copy tee'd stderr lines containing any of these to filtered_stderr.log (,, is a comma)"},
     {"log_line_prefix_template", 0, "TEMPLATE", true, kLogging,
      "prefix of tee'd lines, e.g. '${rank}: ' (default $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE)"},
-    {"start_method", 0, "METHOD", true, kCompat, "spawn, fork or forkserver (default spawn)",
+    {"start_method", 0, "METHOD", true, kCompat,
+     "spawn, fork or forkserver: how torchrun starts Python function entry points; scripts "
+     "are exec'd whatever it says, as under torchrun (default spawn)",
      "spawn fork forkserver"},
-    {"event_log_handler", 0, "NAME", true, kCompat, "null, console or dynamic_rendezvous",
+    {"event_log_handler", 0, "NAME", true, kCompat,
+     "console: torchelastic.worker.status.* events as JSON lines on stderr; null and "
+     "dynamic_rendezvous (a null handler in open-source torch): none (default null)",
      "null console dynamic_rendezvous"},
     {"logs_specs", 0, "NAME", false, kCompat,
      "refused: ddprun loads no Python LogsSpecs plugins (exit 2)"},

@@ -153,7 +153,9 @@ void Agent::StartWorkers() {
   processes_.Start(attempt_, std::move(events));
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& worker : attempt_.workers) ranks.push_back(worker.global_rank);
-  Emit("workers_started", {{"ranks", ranks}});
+  nlohmann::json fields{{"ranks", ranks}};
+  if (const auto pids = processes_.Pids(); !pids.empty()) fields["pids"] = pids;
+  Emit("workers_started", fields);
   Watch();
 }
 
@@ -161,11 +163,13 @@ void Agent::OnWorkerExit(const WorkerExit& exit) {
   --live_workers_;
   const WorkerLaunch& worker = attempt_.workers.at(exit.local_rank);
   if (!exit.stack_dump.empty()) stack_dumps_.at(exit.local_rank) = exit.stack_dump;
-  Emit("worker_exited", {{"local_rank", exit.local_rank},
-                         {"rank", worker.global_rank},
-                         {"pid", exit.pid},
-                         {"exitcode", exit.status.TorchrunCode()},
-                         {"expected", state_ != State::kHealthy}});
+  nlohmann::json exited{{"local_rank", exit.local_rank},
+                        {"rank", worker.global_rank},
+                        {"pid", exit.pid},
+                        {"exitcode", exit.status.TorchrunCode()},
+                        {"expected", state_ != State::kHealthy}};
+  if (exit.error_file_json) exited["error_file"] = *exit.error_file_json;
+  Emit("worker_exited", exited);
   if (!exit.status.Success()) {
     failures_.push_back(MakeFailure(exit, worker.global_rank, worker.error_file));
     failure_origins_.push_back({info_.group_rank, spec_.hostname, true});

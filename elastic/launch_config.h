@@ -93,6 +93,10 @@ struct LaunchConfig {
   std::string master_addr = "127.0.0.1";
   int master_port = kDefaultMasterPort;  // --master_port, MASTER_PORT or the static endpoint's
   std::optional<std::string> local_addr;
+  // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (exactly "1", as torch): with a c10d or etcd
+  // rendezvous (and --standalone) the workers do not share the agent's store: worker rank 0
+  // serves theirs on a free MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=False), as under torchrun.
+  bool share_rdzv_store = true;
 
   // Agent behaviour.
   int max_restarts = 0;

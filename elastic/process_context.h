@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <sys/types.h>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -81,6 +82,9 @@ class ProcessContext {
   // stack to its stderr (copied to its stacks_file); `done` runs once every one of them exited
   // or `window` passed. Their exits are reported as usual, with the dump in `stack_dump`.
   virtual void DumpStacks(std::chrono::milliseconds window, std::function<void()> done) = 0;
+  // The started workers' pids by local rank (0 for one that could not be started), for the
+  // events that name them; none known by default.
+  virtual std::vector<pid_t> Pids() const { return {}; }
   // Sends `signal` to one live worker process (not its group); nothing if it is gone.
   virtual void Signal(int local_rank, int signal) = 0;
   // Sends `signal` to every worker's process group, SIGKILLs what remains after `grace`, and

@@ -40,11 +40,32 @@ sigset_t HandledSignals(const elastic::LaunchConfig& config) {
 
 }  // namespace
 
-HeldSignals::HeldSignals(const elastic::LaunchConfig& config) : held_(HandledSignals(config)) {
+HeldSignals::HeldSignals() {
+  sigemptyset(&held_);
+  for (const int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) sigaddset(&held_, signal);
   sigprocmask(SIG_BLOCK, &held_, nullptr);
 }
 
-HeldSignals::~HeldSignals() { sigprocmask(SIG_UNBLOCK, &held_, nullptr); }
+void HeldSignals::Hold(const elastic::LaunchConfig& config) {
+  const sigset_t wanted = HandledSignals(config);
+  sigprocmask(SIG_BLOCK, &wanted, nullptr);
+  sigset_t released;
+  sigemptyset(&released);
+  for (int signal = 1; signal < NSIG; ++signal) {
+    if (sigismember(&held_, signal) == 1 && sigismember(&wanted, signal) != 1) {
+      sigaddset(&released, signal);
+    }
+  }
+  held_ = wanted;
+  sigprocmask(SIG_UNBLOCK, &released, nullptr);
+}
+
+std::optional<int> HeldSignals::TakePending() {
+  const timespec now{0, 0};
+  const int signal = sigtimedwait(&held_, nullptr, &now);
+  if (signal <= 0) return std::nullopt;
+  return signal;
+}
 
 AgentResult RunAgentLoop(asio::io_context& io, const elastic::LaunchConfig& config,
                          elastic::Agent& agent) {
@@ -59,6 +80,9 @@ AgentResult RunAgentLoop(asio::io_context& io, const elastic::LaunchConfig& conf
   agent.Run([&](const AgentResult& outcome) {
     result = outcome;
     done = true;
+    // From here on a signal waits in the kernel for HeldSignals::TakePending, instead of
+    // finding asio's handler gone (the default action: death by the signal).
+    sigprocmask(SIG_BLOCK, &handled, nullptr);
     signals.cancel();
     io.stop();
   });
@@ -66,6 +90,13 @@ AgentResult RunAgentLoop(asio::io_context& io, const elastic::LaunchConfig& conf
     WatchSignals(signals, agent);
     io.run();
   }
+  return result;
+}
+
+AgentResult StoppedBySignal(int signal) {
+  AgentResult result;
+  result.state = AgentResult::State::kStopped;
+  result.signal = signal;
   return result;
 }
 

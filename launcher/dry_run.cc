@@ -14,6 +14,12 @@ using elastic::LaunchConfig;
 
 constexpr const char* kAtRendezvous = "<chosen at rendezvous>";
 constexpr const char* kAtLaunch = "<chosen at launch>";
+constexpr const char* kOwnStore =
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: worker rank 0 serves the workers' store on a port "
+    "free when the round forms (TORCHELASTIC_USE_AGENT_STORE=False)";
+constexpr const char* kShareStoreStatic =
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 has no effect on the static rendezvous (as under "
+    "torchrun): the workers use node 0's store at master_port";
 
 // What torchrun sets in every worker: shown even when the inherited value was the same.
 const std::set<std::string>& WorkerVariables() {
@@ -104,10 +110,11 @@ void MultiNodeNotes(const LaunchConfig& config, const LaunchPlan& plan, Notes& n
                     std::to_string(config.nproc_per_node) +
                     " workers (other nodes' counts are not known here)");
   }
-  if (!plan.first_round.use_agent_store) {
+  if (!plan.first_round.use_agent_store && config.rdzv_settings.auth) {
     notes.push_back("authenticated rendezvous (token from " + config.rdzv_settings.auth_source +
                     "): the workers serve their own store, at a port node 0 picks");
   }
+
   if (plan.kind != LaunchKind::kElastic) return;
   notes.push_back("rdzv_backend " + config.rdzv_backend +
                   ": the rendezvous decides GROUP_RANK (shown as " +
@@ -125,6 +132,11 @@ Notes PlanNotes(const LaunchConfig& config, const LaunchPlan& plan) {
     if (plan.unused_token_note) notes.push_back(*plan.unused_token_note);
   } else {
     MultiNodeNotes(config, plan, notes);
+  }
+  if (!config.share_rdzv_store) {
+    const bool is_static = plan.kind == LaunchKind::kStatic ||
+                           (plan.kind == LaunchKind::kSingleNode && !config.standalone);
+    notes.push_back(is_static ? kShareStoreStatic : kOwnStore);
   }
   if (plan.store_bind) {
     notes.push_back("the stores this node serves bind " + *plan.store_bind + " (store_bind)");

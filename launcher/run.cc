@@ -3,15 +3,19 @@
 #include <boost/algorithm/string/join.hpp>
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <optional>
+#include <unistd.h>
 
 #include "common/asio.h"
 #include "common/env_names.h"
 #include "common/errors.h"
+#include "common/exit_status.h"
 #include "common/logging.h"
 #include "common/open_files.h"
 #include "elastic/agent.h"
+#include "elastic/torchelastic_events.h"
 #include "launcher/agent_loop.h"
 #include "cli/cli.h"
 #include "launcher/dry_run.h"
@@ -19,6 +23,7 @@
 #include "launcher/launch_setup.h"
 #include "launcher/process/local_process_context.h"
 #include "launcher/backend/launch_backend.h"
+#include "launcher/process/output_sink.h"
 #include "launcher/process/session_keeper.h"
 #include "launcher/thread_runner.h"
 
@@ -45,6 +50,24 @@ std::unique_ptr<JsonLinesEventLog> OpenEventLog(const LaunchConfig& config) {
   return std::make_unique<JsonLinesEventLog>(*config.event_log, config.GivenAs("event_log"));
 }
 
+// --event-log-handler=console: torchelastic's events on stderr, one write(2) per line so that
+// they do not interleave with the workers' output. null and dynamic_rendezvous (a null handler
+// in open-source torch) tell nothing, as under torchrun.
+std::unique_ptr<elastic::TorchelasticEvents> OpenConsoleEvents(const LaunchConfig& config,
+                                                               const elastic::WorkerSpec& spec) {
+  if (config.event_log_handler != "console") return nullptr;
+  elastic::TorchelasticRun run;
+  run.run_id = config.rdzv_id;
+  run.rdzv_backend = config.standalone ? "c10d" : config.rdzv_backend;
+  // torch's get_entrypoint_name(): the program's base name ("python3", "train.sh").
+  run.entry_point = spec.command.empty() ? "" : std::filesystem::path(spec.command.front()).filename();
+  run.max_restarts = config.max_restarts;
+  return std::make_unique<elastic::TorchelasticEvents>(run, [](const std::string& line) {
+    const std::string text = line + "\n";
+    process::WriteAll(STDERR_FILENO, text);
+  });
+}
+
 elastic::Environment LauncherEnvironment(const LaunchConfig& config) {
   elastic::Environment env = CurrentEnvironment();
   if (elastic::ApplyOmpDefault(env, config.nproc_per_node)) {
@@ -67,10 +90,20 @@ void RaiseFileLimit(const LaunchConfig& config) {
   }
 }
 
-int Launch(const LaunchConfig& config) {
+// A handled signal that arrived while no agent listened (before the loop, or after the agent was
+// done): the launcher exits 128+N for it, as it does for one the agent handled.
+int ExitForHeldSignal(HeldSignals& held, int code, const char* when) {
+  const auto signal = held.TakePending();
+  if (!signal) return code;
+  std::cerr << "ddprun: received " << SignalName(*signal).value_or(std::to_string(*signal)) << " "
+            << when << "; exit code " << 128 + *signal << std::endl;
+  return 128 + *signal;
+}
+
+int Launch(const LaunchConfig& config, HeldSignals& held) {
   std::signal(SIGPIPE, SIG_IGN);
   RaiseFileLimit(config);
-  const HeldSignals held(config);
+  held.Hold(config);
   if (config.standalone_flag) {
     spdlog::info("Rendezvous info: --rdzv-backend={} --rdzv-endpoint={} --rdzv-id={}",
                  config.rdzv_backend, config.rdzv_endpoint, config.rdzv_id);
@@ -78,47 +111,53 @@ int Launch(const LaunchConfig& config) {
   const elastic::Environment env = LauncherEnvironment(config);
   // One plan: what the dry run prints is what the backend below executes.
   const backend::LaunchPlan plan = backend::PlanLaunch(config);
-  if (config.dry_run) return RunDryRun(std::cout, config, plan, env);  // before any dir or port
+  if (config.dry_run) {  // before any dir or port
+    return ExitForHeldSignal(held, RunDryRun(std::cout, config, plan, env), "while planning");
+  }
   if (plan.etcd_v2_note) spdlog::warn("{}", *plan.etcd_v2_note);
   const auto events = OpenEventLog(config);
   RunLogDir logs(config, config.rdzv_id);
   // Before any thread or worker; destroyed after the workers (its sweep ends the launch).
   const process::SessionKeeper keeper;
   const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
+  const auto console_events = OpenConsoleEvents(config, spec);
+  elastic::EventSinks sinks({events.get(), console_events.get()});
   asio::io_context io(kOneThread);
   const auto backend = backend::MakeBackend(io, config, plan, spec);
   process::LocalProcessContext processes(io, keeper.WriteFd());
   std::optional<ThreadRunner> runner;
   if (backend->blocking) runner.emplace(io);
   elastic::Agent agent(spec, backend->agent_options, *backend->rendezvous, processes,
-                       {runner ? &*runner : nullptr, backend->monitor.get(), events.get()});
+                       {runner ? &*runner : nullptr, backend->monitor.get(), &sinks});
   const AgentResult result = RunAgentLoop(io, config, agent);
   if (backend->monitor) backend->monitor->Unwatch();
   CloseRendezvous(*backend->rendezvous, result);
   backend->rendezvous->Shutdown();
   ReportResult(result, config);
-  return result.ExitCode();
+  if (result.state == AgentResult::State::kStopped) return result.ExitCode();
+  return ExitForHeldSignal(held, result.ExitCode(), "as the run ended");
 }
 
 }  // namespace
 
 int Main(int argc, char** argv) {
   if (process::IsSessionKeeper(argc, argv)) return process::RunSessionKeeper();  // before any flag is looked at
+  HeldSignals held;  // before anything else: no handled signal kills the launcher
   InitLogging();
   try {
     const cli::CliResult cli = cli::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc),
                                            cli::ProcessEnv(), cli::PersonalityOf(argv[0]));
     if (cli.action == cli::CliResult::Action::kPrintAndExit) {
       std::cout << cli.text << std::flush;
-      return 0;
+      return ExitForHeldSignal(held, 0, "while printing");
     }
-    return Launch(cli.config);
+    return Launch(cli.config, held);
   } catch (const UsageError& error) {
     std::cerr << "ddprun: error: " << error.what() << std::endl;
-    return 2;
+    return ExitForHeldSignal(held, 2, "while starting");
   } catch (const std::exception& error) {
     std::cerr << "ddprun: " << error.what() << std::endl;
-    return 1;
+    return ExitForHeldSignal(held, 1, "while starting");
   }
 }
 

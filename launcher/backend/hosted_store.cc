@@ -2,12 +2,13 @@
 
 #include "common/errors.h"
 #include "common/logging.h"
+#include "launcher/backend/free_port.h"
 
 namespace ddprun::launcher::backend {
 
 HostedStoreRendezvous::HostedStoreRendezvous(asio::io_context& io, const LaunchPlan& plan,
                                              const std::string& free_port_hint)
-    : run_id_(plan.run_id) {
+    : run_id_(plan.run_id), worker_store_bind_(plan.store_bind.value_or("")) {
   store::ServerOptions options;
   options.host = plan.served_store->bind;
   options.port = plan.served_store->port;
@@ -32,6 +33,8 @@ rendezvous::RendezvousInfo HostedStoreRendezvous::NextRendezvous() {
   }
   rendezvous::RendezvousInfo info = info_;
   info.round = round_++;
+  // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: rank 0's worker serves the workers' store.
+  if (!info.use_agent_store) info.master_port = PickFreePort(worker_store_bind_);
   return info;
 }
 

@@ -2,6 +2,9 @@
 // launcher itself on its event loop, which every worker reaches as a client at
 // MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True). Each new round (a restart)
 // starts from an empty key space, so that no key of a finished attempt leaks into the next.
+// With TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (--standalone only, as torchrun's c10d) each round
+// gives the workers a port free at that moment instead, and worker rank 0 serves their store
+// (TORCHELASTIC_USE_AGENT_STORE=False); the launcher's store then serves no worker.
 #pragma once
 #include <memory>
 
@@ -31,6 +34,7 @@ class HostedStoreRendezvous : public rendezvous::RendezvousHandler {
   std::unique_ptr<store::TcpStoreServer> server_;
   rendezvous::RendezvousInfo info_;
   std::string run_id_;
+  std::string worker_store_bind_;  // where a free port is picked for rank 0's own store
   int round_ = 0;
   bool closed_ = false;
 };

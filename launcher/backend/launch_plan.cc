@@ -35,6 +35,10 @@ void PlanSingleNode(const LaunchConfig& config, LaunchPlan& plan) {
   round.master_port = endpoint.server.port;
   round.master_port_known = endpoint.server.port == 0 ? Known::kAtLaunch : Known::kNow;
   if (config.rdzv_settings.auth) plan.unused_token_note = kUnusedToken;
+  if (!config.share_rdzv_store && config.standalone) {  // c10d: rank 0's worker serves its own
+    round.use_agent_store = false;
+    round.master_port_known = Known::kAtRendezvous;
+  }
 }
 
 // Node 0 serves the store at --master_port on store_bind (else every interface); every agent
@@ -64,7 +68,7 @@ void PlanElastic(const LaunchConfig& config, LaunchPlan& plan) {
   round.group_rank = config.node_rank < config.max_nodes ? config.node_rank : 0;
   round.group_world_size = config.max_nodes;
   round.master_addr_known = round.master_port_known = Known::kAtRendezvous;
-  round.use_agent_store = !config.rdzv_settings.auth;
+  round.use_agent_store = !config.rdzv_settings.auth && config.share_rdzv_store;
   round.ranks_assumed = true;
 }
 

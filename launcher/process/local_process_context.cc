@@ -214,6 +214,12 @@ void LocalProcessContext::PrepareAttemptDir(const elastic::AttemptLaunch& attemp
   }
 }
 
+std::vector<pid_t> LocalProcessContext::Pids() const {
+  std::vector<pid_t> pids;
+  for (const auto& worker : workers_) pids.push_back(worker->pid > 0 ? worker->pid : 0);
+  return pids;
+}
+
 void LocalProcessContext::Start(const elastic::AttemptLaunch& attempt,
                                 elastic::WorkerEvents events) {
   watchdog_.reset();  // the previous attempt's FIFOs go

@@ -44,6 +44,7 @@ class LocalProcessContext : public elastic::ProcessContext {
   // would not die even then is left to the session keeper, not waited for).
   ~LocalProcessContext() override;
 
+  std::vector<pid_t> Pids() const override;
   void Start(const elastic::AttemptLaunch& attempt, elastic::WorkerEvents events) override;
   void DumpStacks(std::chrono::milliseconds window, std::function<void()> done) override;
   void Signal(int local_rank, int signal) override;

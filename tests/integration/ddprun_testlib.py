@@ -330,6 +330,34 @@ def torchrun_prefix():
     return [SYSTEM_PYTHON, TORCHRUN]
 
 
+def torch_major(python):
+    """The major version of the torch `python` imports; None without one."""
+    if not python or not os.access(python, os.X_OK):
+        return None
+    try:
+        out = subprocess.run([python, "-c", "import torch, torch.distributed as d; "
+                              "print(torch.__version__)"], capture_output=True, text=True,
+                             timeout=120, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return int(out.stdout.split(".")[0]) if out.returncode == 0 else None
+
+
+def torch2_python():
+    """$DDPRUN_TORCH2_PYTHON, else the path in <build>/torch2-python, else the default venv."""
+    if os.environ.get("DDPRUN_TORCH2_PYTHON"):
+        return os.environ["DDPRUN_TORCH2_PYTHON"]
+    try:
+        with open(os.path.join(BUILD_DIR, "torch2-python")) as f:
+            path = f.read().strip()
+        if path:
+            return path
+    except OSError:
+        pass
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "ddprun", "torch2-venv", "bin", "python")
+
+
 TORCHRUN_COMPAT_FLAGS = ["--monitor_interval=0.1", "-r", "1", "-t", "1"]
 
 

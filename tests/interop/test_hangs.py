@@ -45,35 +45,8 @@ SLEEP_LINE = _line_of("# hang_train: the hung rank sleeps here")
 ALL_REDUCE_LINE = _line_of("# hang_train: the other ranks wait here")
 
 
-def torch_major(python):
-    if not python or not os.access(python, os.X_OK):
-        return None
-    try:
-        out = subprocess.run([python, "-c", "import torch, torch.distributed as d; "
-                              "print(torch.__version__)"], capture_output=True, text=True,
-                             timeout=120, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return int(out.stdout.split(".")[0]) if out.returncode == 0 else None
-
-
-def torch2_python():
-    """$DDPRUN_TORCH2_PYTHON, else the path in <build>/torch2-python, else the default venv."""
-    if os.environ.get("DDPRUN_TORCH2_PYTHON"):
-        return os.environ["DDPRUN_TORCH2_PYTHON"]
-    try:
-        with open(os.path.join(lib.BUILD_DIR, "torch2-python")) as f:
-            path = f.read().strip()
-        if path:
-            return path
-    except OSError:
-        pass
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "ddprun", "torch2-venv", "bin", "python")
-
-
-TORCH1 = lib.SYSTEM_PYTHON if torch_major(lib.SYSTEM_PYTHON) == 1 else None
-TORCH2 = torch2_python() if torch_major(torch2_python()) == 2 else None
+TORCH1 = lib.SYSTEM_PYTHON if lib.torch_major(lib.SYSTEM_PYTHON) == 1 else None
+TORCH2 = lib.torch2_python() if lib.torch_major(lib.torch2_python()) == 2 else None
 
 
 class HangChecks:

@@ -617,10 +617,12 @@ TEST_CASE("option --help and --version print and exit", "[cli]") {
         result.text,
         Catch::Contains("usage: ddprun [options] training_script [training_script_args...]"));
     for (const char* group : {"Worker/node size:", "Rendezvous:", "User-code launch:", "Logging:",
-                              "Compatibility (accepted, no effect):", "--nproc-per-node",
+                              "torchrun compatibility:", "--nproc-per-node",
                               "[PET_NPROC_PER_NODE]", "--dry_run"}) {
       CHECK_THAT(result.text, Catch::Contains(group));
     }
+    // No option is accepted without effect any more (issue 25).
+    CHECK_THAT(result.text, !Catch::Contains("no effect"));
   }
   const CliResult version = Parse({"--version"});
   CHECK(version.action == CliResult::Action::kPrintAndExit);
