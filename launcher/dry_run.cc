@@ -154,6 +154,12 @@ std::string HangTimeoutText(const LaunchConfig& config) {
   return DurationText(config.hang_timeout) + " without progress";
 }
 
+std::string NumaBindingText(const std::string& mode, const elastic::WorkerSpec& spec) {
+  const bool by_gpu = !spec.cpu_binding.empty() && spec.cpu_binding.front().gpu >= 0;
+  return mode + (by_gpu ? " (GPU job: local rank r by GPU r's NUMA node)"
+                        : " (CPU-only job: local ranks spread over the NUMA nodes)");
+}
+
 void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan,
                  const elastic::WorkerSpec& spec) {
   out << "ddprun dry run: nothing is launched\n";
@@ -170,6 +176,7 @@ void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan
   Field(out, "max_restarts", std::to_string(config.max_restarts));
   Field(out, "hang_timeout", HangTimeoutText(config));
   if (!spec.timer_file.empty()) Field(out, "file_timer", spec.timer_file);
+  if (config.numa_binding) Field(out, "numa_binding", NumaBindingText(*config.numa_binding, spec));
   Field(out, "role", config.role);
   Field(out, "log_dir", LogDirText(config));
   const elastic::RankAssignment& ranks = plan.first_round.ranks;
@@ -187,12 +194,20 @@ std::string ShownValue(const std::string& name, const std::string& value, const 
   return value;
 }
 
+// "  cpus: 0-3 (NUMA node 0, GPU 0)": what --numa-binding pins the worker to.
+void PrintCpus(std::ostream& out, const elastic::CpuBinding& binding) {
+  if (binding.cpus.empty()) return;
+  out << "  cpus: " << elastic::CpuListText(binding.cpus) << " (NUMA node " << binding.numa_node
+      << (binding.gpu >= 0 ? ", GPU " + std::to_string(binding.gpu) : std::string()) << ")\n";
+}
+
 void PrintWorker(std::ostream& out, const elastic::WorkerLaunch& worker,
                  const elastic::Environment& original_env, const LaunchPlan& plan) {
   out << "worker local_rank=" << worker.local_rank << " rank=" << worker.global_rank
       << "\n  command:";
   for (const auto& arg : worker.argv) out << " " << Quote(arg);
   out << "\n";
+  PrintCpus(out, worker.cpu_binding);
   for (const auto& [name, value] : worker.env) {
     const auto inherited = original_env.find(name);
     const bool changed = inherited == original_env.end() || inherited->second != value;

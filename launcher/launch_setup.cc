@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "common/hostname.h"
 #include "common/logging.h"
+#include "launcher/cpu_binding_setup.h"
 
 extern char** environ;
 
@@ -169,6 +170,7 @@ elastic::WorkerSpec MakeWorkerSpec(const LaunchConfig& config, const elastic::En
   spec.duplicate_stderr_filters = config.duplicate_stderr_filters;
   spec.hang_timeout = config.hang_timeout;
   spec.timer_file = FileTimerPath(env);
+  spec.cpu_binding = PlanWorkerCpus(config);
   return spec;
 }
 

@@ -42,7 +42,8 @@ class RunLogDir {
 // Python's tempfile).
 std::string FileTimerPath(const elastic::Environment& env);
 
-// The spec of this launch; its timer file (FileTimerPath) is chosen here, once.
+// The spec of this launch; its timer file (FileTimerPath) and, with --numa-binding, every local
+// rank's CPUs (PlanWorkerCpus) are chosen here, once.
 elastic::WorkerSpec MakeWorkerSpec(const elastic::LaunchConfig& config,
                                    const elastic::Environment& env, const std::string& run_log_dir);
 
