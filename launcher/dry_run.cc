@@ -5,6 +5,7 @@
 #include "common/duration.h"
 #include "common/env_names.h"
 #include "common/host_port.h"
+#include "launcher/cpu_binding_setup.h"
 #include "launcher/launch_setup.h"
 
 namespace ddprun::launcher {
@@ -218,8 +219,9 @@ void PrintWorker(std::ostream& out, const elastic::WorkerLaunch& worker,
 }
 
 // MakeWorkerSpec's, with a timer file the launch would draw at random shown as such.
-elastic::WorkerSpec DryRunSpec(const LaunchConfig& config, const elastic::Environment& env) {
-  elastic::WorkerSpec spec = MakeWorkerSpec(config, env, kDryRunLogDir);
+elastic::WorkerSpec DryRunSpec(const LaunchConfig& config, const elastic::Environment& env,
+                               std::vector<elastic::CpuBinding> cpu_binding) {
+  elastic::WorkerSpec spec = MakeWorkerSpec(config, env, kDryRunLogDir, std::move(cpu_binding));
   const auto given = env.find(env::kTimerFile);
   if (!spec.timer_file.empty() && (given == env.end() || given->second.empty())) {
     spec.timer_file = kDryRunTimerFile;
@@ -240,13 +242,15 @@ void PrintDryRun(std::ostream& out, const LaunchConfig& config, const LaunchPlan
 void PrintDryRun(std::ostream& out, const LaunchConfig& config,
                  const elastic::Environment& original_env,
                  const elastic::Environment& launcher_env) {
-  PrintDryRun(out, config, backend::PlanLaunch(config), DryRunSpec(config, launcher_env),
-              original_env);
+  PrintDryRun(out, config, backend::PlanLaunch(config),
+              DryRunSpec(config, launcher_env, PlanWorkerCpus(config)), original_env);
 }
 
 int RunDryRun(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan,
-              const elastic::Environment& launcher_env) {
-  PrintDryRun(out, config, plan, DryRunSpec(config, launcher_env), CurrentEnvironment());
+              const elastic::Environment& launcher_env,
+              std::vector<elastic::CpuBinding> cpu_binding) {
+  PrintDryRun(out, config, plan, DryRunSpec(config, launcher_env, std::move(cpu_binding)),
+              CurrentEnvironment());
   return 0;
 }
 

@@ -111,7 +111,7 @@ class NumaBindingTest(DdprunTestCase):
             self.assertEqual(result.stdout, "")
             lines = result.stderr.strip().splitlines()
             self.assertEqual(len(lines), 1, result.describe())
-            self.assertRegex(lines[0], r"--numa-binding=exclusive: NUMA node \d+ has \d+ physical "
+            self.assertRegex(lines[0], r"--numa_binding=exclusive: NUMA node \d+ has \d+ physical "
                                        r"cores? for %d local ranks .*; use --numa-binding=node, "
                                        r"or fewer ranks per node" % too_many)
         last = str(max(os.sched_getaffinity(0)))
