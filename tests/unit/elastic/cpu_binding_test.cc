@@ -90,10 +90,10 @@ TEST_CASE("GPU jobs: every mode on two sockets with SMT, as torchrun maps them",
 
 TEST_CASE("exclusive counts every GPU of the node, not only the launched ranks",
           "[elastic][numa]") {
-  // Two ranks on a 4-GPU machine: GPU 1 still owns the second half of node 0.
+  // One rank on a 4-GPU machine: GPU 1 still owns the second half of node 0.
   CHECK(Lists(PlanCpuBinding(TwoSockets(),
-                             Request(CpuBindingMode::kExclusive, 2, true, Range(0, 16)))) ==
-        Lines{"0-3", "4-7"});
+                             Request(CpuBindingMode::kExclusive, 1, true, Range(0, 16)))) ==
+        Lines{"0-3"});
 }
 
 TEST_CASE("exclusive: an uneven split gives the lowest GPUs one core more", "[elastic][numa]") {
