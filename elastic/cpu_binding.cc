@@ -16,7 +16,8 @@ CpuList Intersect(const CpuList& cpus, const std::set<int>& allowed) {
   return kept;
 }
 
-std::vector<CpuList> IntersectAll(const std::vector<CpuList>& groups, const std::set<int>& allowed) {
+std::vector<CpuList> IntersectAll(const std::vector<CpuList>& groups,
+                                  const std::set<int>& allowed) {
   std::vector<CpuList> kept;
   for (const CpuList& group : groups) {
     CpuList cpus = Intersect(group, allowed);
@@ -76,8 +77,8 @@ Placement PlaceByGpu(const CpuTopology& topology, const CpuBindingRequest& reque
   const std::vector<int>& gpus = topology.gpu_nodes;
   if (rank >= static_cast<int>(gpus.size())) {
     Refuse(request, "local rank " + std::to_string(rank) + " has no GPU (" +
-                        std::to_string(gpus.size()) + " visible); pass --nproc_per_node<=" +
                         std::to_string(gpus.size()) +
+                        " visible); pass --nproc_per_node<=" + std::to_string(gpus.size()) +
                         ", or --nproc_per_node=cpu or CUDA_VISIBLE_DEVICES= for a CPU-only job");
   }
   Placement placement;
@@ -86,7 +87,8 @@ Placement PlaceByGpu(const CpuTopology& topology, const CpuBindingRequest& reque
   if (placement.node == nullptr || placement.node->cores.empty()) {
     Refuse(request, "GPU " + std::to_string(rank) + "'s NUMA node " + std::to_string(gpus[rank]) +
                         " has no CPU for local rank " + std::to_string(rank) + " (" +
-                        AllowedText(request) + "); widen the launcher's CPU set (taskset, "
+                        AllowedText(request) +
+                        "); widen the launcher's CPU set (taskset, "
                         "cgroup) or drop --numa-binding");
   }
   placement.peers = static_cast<int>(std::count(gpus.begin(), gpus.end(), gpus[rank]));
@@ -124,7 +126,8 @@ Placement PlaceCpuOnly(const CpuTopology& topology, const CpuBindingRequest& req
 CpuList SocketCpus(const CpuTopology& topology, const NumaNodeCpus& node) {
   std::vector<CpuList> cores;
   for (const NumaNodeCpus& other : topology.nodes) {
-    if (other.package == node.package) cores.insert(cores.end(), other.cores.begin(), other.cores.end());
+    if (other.package == node.package)
+      cores.insert(cores.end(), other.cores.begin(), other.cores.end());
   }
   return Union(cores);
 }
@@ -137,8 +140,9 @@ CpuList ExclusiveCpus(const CpuBindingRequest& request, const Placement& placeme
   if (per < 1) {
     Refuse(request, "NUMA node " + std::to_string(placement.node->os_index) + " has " +
                         std::to_string(cores) + " physical core" + (cores == 1 ? "" : "s") +
-                        " for " + std::to_string(placement.peers) + (request.gpu_job ? " GPUs" : " local ranks") +
-                        " (" + AllowedText(request) + "); use --numa-binding=node, or fewer ranks per node");
+                        " for " + std::to_string(placement.peers) +
+                        (request.gpu_job ? " GPUs" : " local ranks") + " (" + AllowedText(request) +
+                        "); use --numa-binding=node, or fewer ranks per node");
   }
   const int extra = cores % placement.peers;
   const int first = placement.relative * per + std::min(placement.relative, extra);
@@ -195,9 +199,10 @@ std::vector<CpuBinding> PlanCpuBinding(const CpuTopology& topology,
   const CpuTopology usable = Restrict(topology, request.allowed);
   std::vector<CpuBinding> bindings;
   for (int rank = 0; rank < request.local_ranks; ++rank) {
-    const Placement placement = request.gpu_job ? PlaceByGpu(usable, request, rank)
-                                                : PlaceCpuOnly(usable, request, rank);
-    bindings.push_back({CpusFor(usable, request, placement), placement.node->os_index, placement.gpu});
+    const Placement placement =
+        request.gpu_job ? PlaceByGpu(usable, request, rank) : PlaceCpuOnly(usable, request, rank);
+    bindings.push_back(
+        {CpusFor(usable, request, placement), placement.node->os_index, placement.gpu});
   }
   return bindings;
 }

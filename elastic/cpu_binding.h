@@ -14,10 +14,10 @@ using CpuList = std::vector<int>;  // OS CPU numbers (as in Cpus_allowed_list), 
 
 // One NUMA node and the CPUs under it, by OS number.
 struct NumaNodeCpus {
-  int os_index = 0;                    // N of /sys/devices/system/node/nodeN
-  int package = 0;                     // the socket it is in
-  std::vector<CpuList> cores;          // each physical core's hardware threads
-  std::vector<CpuList> core_complexes; // each last-level-cache group's CPUs within this node
+  int os_index = 0;                     // N of /sys/devices/system/node/nodeN
+  int package = 0;                      // the socket it is in
+  std::vector<CpuList> cores;           // each physical core's hardware threads
+  std::vector<CpuList> core_complexes;  // each last-level-cache group's CPUs within this node
 };
 
 struct CpuTopology {

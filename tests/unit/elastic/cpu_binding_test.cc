@@ -91,9 +91,8 @@ TEST_CASE("GPU jobs: every mode on two sockets with SMT, as torchrun maps them",
 TEST_CASE("exclusive counts every GPU of the node, not only the launched ranks",
           "[elastic][numa]") {
   // One rank on a 4-GPU machine: GPU 1 still owns the second half of node 0.
-  CHECK(Lists(PlanCpuBinding(TwoSockets(),
-                             Request(CpuBindingMode::kExclusive, 1, true, Range(0, 16)))) ==
-        Lines{"0-3"});
+  CHECK(Lists(PlanCpuBinding(TwoSockets(), Request(CpuBindingMode::kExclusive, 1, true,
+                                                   Range(0, 16)))) == Lines{"0-3"});
 }
 
 TEST_CASE("exclusive: an uneven split gives the lowest GPUs one core more", "[elastic][numa]") {
@@ -104,8 +103,8 @@ TEST_CASE("exclusive: an uneven split gives the lowest GPUs one core more", "[el
 
 TEST_CASE("socket: every NUMA node of the GPU's package", "[elastic][numa]") {
   // Package 0 holds nodes 0 and 1 (sub-NUMA clustering), package 1 node 2.
-  const CpuTopology machine{{Node(0, 0, 0, 2, 2, 2), Node(1, 0, 4, 2, 2, 2), Node(2, 1, 8, 2, 2, 2)},
-                            {1, 2}};
+  const CpuTopology machine{
+      {Node(0, 0, 0, 2, 2, 2), Node(1, 0, 4, 2, 2, 2), Node(2, 1, 8, 2, 2, 2)}, {1, 2}};
   CHECK(Lists(PlanCpuBinding(machine, Request(CpuBindingMode::kSocket, 2, true, Range(0, 12)))) ==
         Lines{"0-7", "8-11"});
 }
@@ -115,9 +114,8 @@ TEST_CASE("core-complex: largest groups first, GPUs beyond their number wrap aro
   NumaNodeCpus node = Node(0, 0, 0, 6, 1, 6);
   node.core_complexes = {{0, 1}, {2, 3, 4, 5}};
   const CpuTopology machine{{node}, {0, 0, 0}};
-  CHECK(Lists(PlanCpuBinding(machine,
-                             Request(CpuBindingMode::kCoreComplex, 3, true, Range(0, 6)))) ==
-        Lines{"2-5", "0-1", "2-5"});
+  CHECK(Lists(PlanCpuBinding(machine, Request(CpuBindingMode::kCoreComplex, 3, true,
+                                              Range(0, 6)))) == Lines{"2-5", "0-1", "2-5"});
 }
 
 TEST_CASE("the launcher's allowed CPUs bound every mode", "[elastic][numa]") {
@@ -146,8 +144,8 @@ TEST_CASE("CPU-only jobs: local ranks in blocks over the NUMA nodes", "[elastic]
   CHECK(one.front().gpu == -1);
   CHECK(one.front().numa_node == 0);
   // Node 0 allowed nothing: every rank goes to node 1.
-  CHECK(Lists(PlanCpuBinding(machine, Request(CpuBindingMode::kExclusive, 2, false, Range(8, 8)))) ==
-        Lines{"8-11", "12-15"});
+  CHECK(Lists(PlanCpuBinding(machine, Request(CpuBindingMode::kExclusive, 2, false,
+                                              Range(8, 8)))) == Lines{"8-11", "12-15"});
 }
 
 TEST_CASE("what cannot be satisfied is one line naming the fix", "[elastic][numa]") {

@@ -24,16 +24,15 @@ TEST_CASE("a bound worker's Cpus_allowed_list is its binding, an unbound one kee
   launcher::process::LocalProcessContext processes(io);
   AttemptLaunch attempt;
   for (int rank = 0; rank < 2; ++rank) {
-    attempt.workers.push_back(Shell(rank, "grep Cpus_allowed_list /proc/self/status > " +
-                                              dir.path + "/" + std::to_string(rank)));
+    attempt.workers.push_back(Shell(rank, "grep Cpus_allowed_list /proc/self/status > " + dir.path +
+                                              "/" + std::to_string(rank)));
   }
   attempt.workers[0].cpu_binding.cpus = {mine.back()};
   std::map<int, WorkerExit> exits;
   processes.Start(attempt, [&](const WorkerExit& exit) { exits[exit.local_rank] = exit; });
   RunUntil(io, [&] { return exits.size() == 2; });
   CHECK(exits[0].status.Success());
-  CHECK(ReadAll(dir.path + "/0") ==
-        "Cpus_allowed_list:\t" + std::to_string(mine.back()) + "\n");
+  CHECK(ReadAll(dir.path + "/0") == "Cpus_allowed_list:\t" + std::to_string(mine.back()) + "\n");
   CHECK(ReadAll(dir.path + "/1") == "Cpus_allowed_list:\t" + CpuListText(mine) + "\n");
 }
 

@@ -32,8 +32,8 @@ using Lines = std::vector<std::string>;
 
 std::vector<std::string> Bind(const CpuTopology& topology, ddprun::elastic::CpuBindingMode mode,
                               int ranks, bool gpu_job, CpuList allowed) {
-  const auto bindings =
-      ddprun::elastic::PlanCpuBinding(topology, {mode, "--numa-binding=x", ranks, gpu_job, allowed});
+  const auto bindings = ddprun::elastic::PlanCpuBinding(
+      topology, {mode, "--numa-binding=x", ranks, gpu_job, allowed});
   std::vector<std::string> texts;
   for (const auto& binding : bindings) texts.push_back(CpuListText(binding.cpus));
   return texts;
@@ -53,8 +53,8 @@ TEST_CASE("hwloc: two sockets, two L3 groups each, 2-way SMT", "[launcher][numa]
   CHECK(machine.nodes[1].os_index == 1);
   CHECK(machine.nodes[0].package == 0);
   CHECK(machine.nodes[1].package == 1);
-  CHECK(Texts(machine.nodes[0].cores) == Lines{"0-1", "2-3", "4-5", "6-7", "8-9", "10-11",
-                                               "12-13", "14-15"});
+  CHECK(Texts(machine.nodes[0].cores) ==
+        Lines{"0-1", "2-3", "4-5", "6-7", "8-9", "10-11", "12-13", "14-15"});
   CHECK(Texts(machine.nodes[1].core_complexes) == Lines{"16-23", "24-31"});
   CHECK(machine.gpu_nodes.empty());
 }
@@ -69,15 +69,13 @@ TEST_CASE("hwloc topology through the policy: GPUs injected, CPU-only, a restric
         Lines{"0-7", "8-15", "16-23", "24-31"});
   CHECK(Bind(machine, CpuBindingMode::kCoreComplex, 4, true, all) ==
         Lines{"0-7", "8-15", "16-23", "24-31"});
-  CHECK(Bind(machine, CpuBindingMode::kSocket, 3, true, all) ==
-        Lines{"0-15", "0-15", "16-31"});
+  CHECK(Bind(machine, CpuBindingMode::kSocket, 3, true, all) == Lines{"0-15", "0-15", "16-31"});
   machine.gpu_nodes.clear();
   CHECK(Bind(machine, CpuBindingMode::kExclusive, 2, false, {0, 1, 2, 3, 30, 31}) ==
         Lines{"0-3", "30-31"});
 }
 
-TEST_CASE("hwloc: nodes inside L3 groups of one package (sub-NUMA clusters)",
-          "[launcher][numa]") {
+TEST_CASE("hwloc: nodes inside L3 groups of one package (sub-NUMA clusters)", "[launcher][numa]") {
   CpuTopology machine = Synthetic("pack:1 l3:2 [numa] core:2 pu:2");
   REQUIRE(machine.nodes.size() == 2);
   CHECK(machine.nodes[1].package == 0);
@@ -90,9 +88,9 @@ TEST_CASE("hwloc: nodes inside L3 groups of one package (sub-NUMA clusters)",
 }
 
 TEST_CASE("hwloc: an XML export reads back as the same topology", "[launcher][numa]") {
-  const std::string path =
-      (boost::filesystem::temp_directory_path() /
-       boost::filesystem::unique_path("ddprun-topology-%%%%%%.xml")).string();
+  const std::string path = (boost::filesystem::temp_directory_path() /
+                            boost::filesystem::unique_path("ddprun-topology-%%%%%%.xml"))
+                               .string();
   {
     std::ofstream xml(path);
     // hwloc's own export of "pack:1 numa:1 core:2 pu:1", trimmed to what it needs.
