@@ -17,6 +17,9 @@ hurts both sides alike and a single disturbed run does not decide the comparison
 Prints both columns and the ratio ddprun/torch; the project's target is >= 0.8 at every size
 >= 1 MiB. It prints, it does not assert (except that every launch must exit 0). Run it with
 Debian's /usr/bin/python3 (torch 1.13); the worker side must be that interpreter too.
+
+--numa-binding MODE compares something else: the torch (gloo) side without the flag against
+the same launch with --numa-binding=MODE, interleaved the same way, ratio bound/unbound.
 """
 from __future__ import annotations
 
@@ -88,8 +91,9 @@ def run_ddprun(args, ddprun, nproc):
     return {row["size"]: row for row in json.loads(line)["rows"]}
 
 
-def run_torch(args, ddprun, nproc):
-    out = launch([ddprun, "--standalone", "--nproc_per_node=%d" % nproc, "--python", TORCH_PYTHON,
+def run_torch(args, ddprun, nproc, binding=()):
+    out = launch([ddprun, "--standalone", "--nproc_per_node=%d" % nproc, *binding,
+                  "--python", TORCH_PYTHON,
                   os.path.abspath(__file__), "--torch-worker", "--min-bytes", str(args.min_bytes),
                   "--max-bytes", str(args.max_bytes), "--factor", str(args.factor),
                   "--iters", str(args.iters), "--warmup", str(args.warmup)], args.timeout)
@@ -115,26 +119,42 @@ def human(size):
     return "%d B" % size
 
 
-def report(ours, theirs, nproc, repeat):
+def report(ours, theirs, nproc, repeat, labels=("ddprun", "torch"), target=True):
     print("CPU allreduce (float32 sum, %d local workers), busbw in GB/s, best of %d launches"
           % (nproc, repeat))
-    print("%10s  %12s  %12s  %12s  %12s  %6s" % ("size", "ddprun us", "ddprun busbw",
-                                                  "torch us", "torch busbw", "ratio"))
+    print("%10s  %12s  %12s  %12s  %12s  %6s" % (
+        "size", labels[0] + " us", labels[0] + " busbw", labels[1] + " us", labels[1] + " busbw",
+        "ratio"))
     misses = []
     for size in sorted(ours):
         a, b = ours[size], theirs[size]
         ratio = a["busbw_gbps"] / b["busbw_gbps"] if b["busbw_gbps"] > 0 else float("nan")
         flag = ""
-        if size >= TARGET_MIN_BYTES and not ratio >= TARGET_RATIO:
+        if target and size >= TARGET_MIN_BYTES and not ratio >= TARGET_RATIO:
             flag = "  < %.1f" % TARGET_RATIO
             misses.append(size)
         print("%10s  %12.1f  %12.3f  %12.1f  %12.3f  %6.2f%s" % (
             human(size), a["time_us"], a["busbw_gbps"], b["time_us"], b["busbw_gbps"], ratio,
             flag))
+    if not target:
+        return
     wrong = sum(row.get("wrong", 0) for row in ours.values())
     print("ddprun #wrong total: %d" % wrong)
     print("target busbw >= %.1fx torch at sizes >= 1 MiB: %s" % (
         TARGET_RATIO, "met" if not misses else "MISSED at " + ", ".join(map(human, misses))))
+
+
+def compare_binding(args):
+    bound, unbound = {}, {}
+    flag = ["--numa-binding=" + args.numa_binding]
+    for _ in range(args.repeat):
+        keep_best(unbound, run_torch(args, args.ddprun, args.nproc))
+        keep_best(bound, run_torch(args, args.ddprun, args.nproc, flag))
+    print("gloo with %s against without it" % flag[0])
+    report(bound, unbound, args.nproc, args.repeat, labels=("bound", "unbound"), target=False)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"bound": bound, "unbound": unbound}, f, indent=1)
 
 
 def main():
@@ -150,9 +170,13 @@ def main():
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--ddprun", default=os.path.join(BUILD_DIR, "launcher", "ddprun"))
     parser.add_argument("--json", help="also write both result sets to this file")
+    parser.add_argument("--numa-binding", metavar="MODE",
+                        help="compare gloo with --numa-binding=MODE against gloo without it")
     args = parser.parse_args()
     if args.torch_worker:
         return torch_worker(args)
+    if args.numa_binding:
+        return compare_binding(args)
     ours, theirs = {}, {}
     for _ in range(args.repeat):
         keep_best(ours, run_ddprun(args, args.ddprun, args.nproc))

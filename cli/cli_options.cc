@@ -54,6 +54,10 @@ constexpr std::array<OptionSpec, 41> kOptions{{
      "signals forwarded to the workers (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"},
     {"shutdown_timeout", 0, "SECONDS", true, kLaunch,
      "grace period before SIGKILL (default $TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)"},
+    {"numa_binding", 0, "MODE", false, kLaunch,
+     "pin each worker to CPUs near its GPU (CPU-only jobs: spread over NUMA nodes): node, "
+     "socket, exclusive or core-complex",
+     "node socket exclusive core-complex"},
     {"log_dir", 0, "DIR", true, kLogging,
      "directory of the worker logs (default: a temporary one)"},
     {"redirects", 'r', "0-3|RANK:V,...", true, kLogging,
@@ -79,8 +83,6 @@ constexpr std::array<OptionSpec, 41> kOptions{{
      "null console dynamic_rendezvous"},
     {"logs_specs", 0, "NAME", false, kCompat,
      "refused: ddprun loads no Python LogsSpecs plugins (exit 2)"},
-    {"numa_binding", 0, "MODE", false, kCompat, "node, socket, exclusive or core-complex",
-     "node socket exclusive core-complex"},
     {"use_env", 0, nullptr, false, kLegacy,
      "workers read their local rank from LOCAL_RANK (always set): no --local_rank argument "
      "(ddprun's default; turns ddprun-launch's off)"},

@@ -13,10 +13,12 @@
 namespace ddprun::cli {
 namespace {
 
-// The three driver entry points used, with CUresult as int (0 is CUDA_SUCCESS).
+// The driver entry points used, with CUresult as int (0 is CUDA_SUCCESS), CUdevice as int.
 using CuInitFn = int (*)(unsigned int);
 using CuDeviceGetCountFn = int (*)(int*);
 using CuGetErrorStringFn = int (*)(int, const char**);
+using CuDeviceGetFn = int (*)(int*, int);
+using CuDeviceGetPciBusIdFn = int (*)(char*, int, int);
 
 std::string CudaErrorText(void* library, int code) {
   const char* text = nullptr;
@@ -41,11 +43,31 @@ int RequireGpus(const std::string& text, const std::string& name, const GpuCount
                    "); use an integer or cpu");
 }
 
+void* CudaDriver() {
+  // Deliberately never dlclose'd: unloading the CUDA driver is not supported.
+  return dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+}
+
+// Device `index`'s PCI bus id, or "" with `reason` set.
+std::string BusIdOf(void* library, int index, std::string& reason) {
+  auto get = reinterpret_cast<CuDeviceGetFn>(dlsym(library, "cuDeviceGet"));
+  auto bus_id = reinterpret_cast<CuDeviceGetPciBusIdFn>(dlsym(library, "cuDeviceGetPCIBusId"));
+  if (get == nullptr || bus_id == nullptr) {
+    reason = "libcuda.so.1 lacks cuDeviceGetPCIBusId";
+    return "";
+  }
+  int device = 0;
+  char text[64] = {};
+  int code = get(&device, index);
+  if (code == 0) code = bus_id(text, static_cast<int>(sizeof text), device);
+  if (code != 0) reason = "cuDeviceGetPCIBusId: " + CudaErrorText(library, code);
+  return code == 0 ? text : "";
+}
+
 }  // namespace
 
 GpuCount CudaDeviceCount() {
-  // Deliberately never dlclose'd: unloading the CUDA driver is not supported.
-  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  void* library = CudaDriver();
   if (library == nullptr) return {0, std::string("cannot load libcuda.so.1: ") + dlerror()};
   auto init = reinterpret_cast<CuInitFn>(dlsym(library, "cuInit"));
   auto get_count = reinterpret_cast<CuDeviceGetCountFn>(dlsym(library, "cuDeviceGetCount"));
@@ -56,6 +78,17 @@ GpuCount CudaDeviceCount() {
     return {0, "cuDeviceGetCount: " + CudaErrorText(library, code)};
   }
   return {count, count > 0 ? "" : "the driver reports 0 devices"};
+}
+
+GpuBusIds CudaPciBusIds() {
+  const GpuCount count = CudaDeviceCount();  // cuInit, once per process in the driver
+  GpuBusIds found{count.count, {}, count.reason};
+  for (int index = 0; index < count.count; ++index) {
+    const std::string id = BusIdOf(CudaDriver(), index, found.reason);
+    if (id.empty()) return {count.count, {}, found.reason};
+    found.ids.push_back(id);
+  }
+  return found;
 }
 
 int OnlineCpuCount() {

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace ddprun::cli {
 
@@ -17,6 +18,16 @@ using GpuCounter = std::function<GpuCount()>;
 
 // Counts CUDA devices with cuInit(0) + cuDeviceGetCount through the driver library.
 GpuCount CudaDeviceCount();
+// Every CUDA device's PCI bus id ("0000:3B:00.0"), by device index, through cuInit(0),
+// cuDeviceGetCount, cuDeviceGet and cuDeviceGetPCIBusId; the driver applies
+// CUDA_VISIBLE_DEVICES. Empty, with the reason, when there is no driver or no device.
+struct GpuBusIds {
+  int devices = 0;               // what cuDeviceGetCount reported
+  std::vector<std::string> ids;  // every device's, or none (then `reason` says why)
+  std::string reason;
+};
+GpuBusIds CudaPciBusIds();
+
 // Number of online CPUs, at least 1.
 int OnlineCpuCount();
 

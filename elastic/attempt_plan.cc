@@ -46,6 +46,9 @@ WorkerLaunch PlanWorker(const WorkerSpec& spec, const WorkerGroupEnv& group,
   const bool hang_detection = spec.hang_timeout.count() > 0;
   worker.pulse_file = hang_detection && !rank_dir.empty() ? rank_dir + "/pulse" : "";
   worker.stacks_file = rank_dir.empty() ? "" : rank_dir + "/stacks.log";
+  if (local_rank < static_cast<int>(spec.cpu_binding.size())) {
+    worker.cpu_binding = spec.cpu_binding[static_cast<std::size_t>(local_rank)];
+  }
   AddDiagnosticsEnv(worker.env, {rank_dir, worker.pulse_file, spec.timer_file});
   worker.out = RouteStream(spec, local_rank, StreamSelection::kStdout, rank_dir + "/stdout.log");
   worker.err = RouteStream(spec, local_rank, StreamSelection::kStderr, rank_dir + "/stderr.log");

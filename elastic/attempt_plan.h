@@ -30,6 +30,7 @@ struct WorkerSpec {
   std::vector<std::string> duplicate_stderr_filters;
   std::chrono::milliseconds hang_timeout{0};  // --hang-timeout; 0: no hang detection
   std::string timer_file;  // TORCHELASTIC_ENABLE_FILE_TIMER=1: the timer FIFO; "": no timer
+  std::vector<CpuBinding> cpu_binding;  // --numa-binding, by local rank; empty: none
 };
 
 // The group environment of one attempt: the spec's role and sizes, the round's place in the

@@ -131,6 +131,8 @@ struct LaunchConfig {
 
   // Accepted for compatibility, no effect in ddprun (documented in the man page).
   std::optional<std::string> logs_specs;
+
+  // --numa-binding: node, socket, exclusive or core-complex (elastic/cpu_binding.h); none: off.
   std::optional<std::string> numa_binding;
 
   bool dry_run = false;

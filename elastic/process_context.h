@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "elastic/cpu_binding.h"
 #include "elastic/failure.h"
 #include "elastic/worker_env.h"
 
@@ -37,6 +38,7 @@ struct WorkerLaunch {
   std::string error_file;  // TORCHELASTIC_ERROR_FILE, read back when the worker fails
   std::string pulse_file;  // hang detection: a FIFO each line written to is progress; "": none
   std::string stacks_file; // where the stacks asked for by DumpStacks are copied; "": none
+  CpuBinding cpu_binding;  // --numa-binding: the CPUs it is pinned to before exec; empty: none
 };
 
 // One attempt of the local worker group.

@@ -5,6 +5,7 @@
 #include "common/duration.h"
 #include "common/env_names.h"
 #include "common/host_port.h"
+#include "launcher/cpu_binding_setup.h"
 #include "launcher/launch_setup.h"
 
 namespace ddprun::launcher {
@@ -166,6 +167,12 @@ std::string HangTimeoutText(const LaunchConfig& config) {
   return DurationText(config.hang_timeout) + " without progress";
 }
 
+std::string NumaBindingText(const std::string& mode, const elastic::WorkerSpec& spec) {
+  const bool by_gpu = !spec.cpu_binding.empty() && spec.cpu_binding.front().gpu >= 0;
+  return mode + (by_gpu ? " (GPU job: local rank r by GPU r's NUMA node)"
+                        : " (CPU-only job: local ranks spread over the NUMA nodes)");
+}
+
 void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan,
                  const elastic::WorkerSpec& spec) {
   out << "ddprun dry run: nothing is launched\n";
@@ -182,6 +189,7 @@ void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan
   Field(out, "max_restarts", std::to_string(config.max_restarts));
   Field(out, "hang_timeout", HangTimeoutText(config));
   if (!spec.timer_file.empty()) Field(out, "file_timer", spec.timer_file);
+  if (config.numa_binding) Field(out, "numa_binding", NumaBindingText(*config.numa_binding, spec));
   Field(out, "role", config.role);
   Field(out, "log_dir", LogDirText(config));
   const elastic::RankAssignment& ranks = plan.first_round.ranks;
@@ -199,12 +207,20 @@ std::string ShownValue(const std::string& name, const std::string& value, const 
   return value;
 }
 
+// "  cpus: 0-3 (NUMA node 0, GPU 0)": what --numa-binding pins the worker to.
+void PrintCpus(std::ostream& out, const elastic::CpuBinding& binding) {
+  if (binding.cpus.empty()) return;
+  out << "  cpus: " << elastic::CpuListText(binding.cpus) << " (NUMA node " << binding.numa_node
+      << (binding.gpu >= 0 ? ", GPU " + std::to_string(binding.gpu) : std::string()) << ")\n";
+}
+
 void PrintWorker(std::ostream& out, const elastic::WorkerLaunch& worker,
                  const elastic::Environment& original_env, const LaunchPlan& plan) {
   out << "worker local_rank=" << worker.local_rank << " rank=" << worker.global_rank
       << "\n  command:";
   for (const auto& arg : worker.argv) out << " " << Quote(arg);
   out << "\n";
+  PrintCpus(out, worker.cpu_binding);
   for (const auto& [name, value] : worker.env) {
     const auto inherited = original_env.find(name);
     const bool changed = inherited == original_env.end() || inherited->second != value;
@@ -215,8 +231,9 @@ void PrintWorker(std::ostream& out, const elastic::WorkerLaunch& worker,
 }
 
 // MakeWorkerSpec's, with a timer file the launch would draw at random shown as such.
-elastic::WorkerSpec DryRunSpec(const LaunchConfig& config, const elastic::Environment& env) {
-  elastic::WorkerSpec spec = MakeWorkerSpec(config, env, kDryRunLogDir);
+elastic::WorkerSpec DryRunSpec(const LaunchConfig& config, const elastic::Environment& env,
+                               std::vector<elastic::CpuBinding> cpu_binding) {
+  elastic::WorkerSpec spec = MakeWorkerSpec(config, env, kDryRunLogDir, std::move(cpu_binding));
   const auto given = env.find(env::kTimerFile);
   if (!spec.timer_file.empty() && (given == env.end() || given->second.empty())) {
     spec.timer_file = kDryRunTimerFile;
@@ -237,13 +254,15 @@ void PrintDryRun(std::ostream& out, const LaunchConfig& config, const LaunchPlan
 void PrintDryRun(std::ostream& out, const LaunchConfig& config,
                  const elastic::Environment& original_env,
                  const elastic::Environment& launcher_env) {
-  PrintDryRun(out, config, backend::PlanLaunch(config), DryRunSpec(config, launcher_env),
-              original_env);
+  PrintDryRun(out, config, backend::PlanLaunch(config),
+              DryRunSpec(config, launcher_env, PlanWorkerCpus(config)), original_env);
 }
 
 int RunDryRun(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan,
-              const elastic::Environment& launcher_env) {
-  PrintDryRun(out, config, plan, DryRunSpec(config, launcher_env), CurrentEnvironment());
+              const elastic::Environment& launcher_env,
+              std::vector<elastic::CpuBinding> cpu_binding) {
+  PrintDryRun(out, config, plan, DryRunSpec(config, launcher_env, std::move(cpu_binding)),
+              CurrentEnvironment());
   return 0;
 }
 

@@ -4,6 +4,7 @@
 // output depends only on the configuration and the environment, so tests can compare it.
 #pragma once
 #include <ostream>
+#include <vector>
 
 #include "elastic/attempt_plan.h"
 #include "elastic/launch_config.h"
@@ -26,14 +27,16 @@ void PrintDryRun(std::ostream& out, const elastic::LaunchConfig& config,
                  const backend::LaunchPlan& plan, const elastic::WorkerSpec& spec,
                  const elastic::Environment& original_env);
 
-// The above for the plan of `config` and the spec of `launcher_env`.
+// The above for the plan of `config`, the spec of `launcher_env` and the CPUs of
+// PlanWorkerCpus(config).
 void PrintDryRun(std::ostream& out, const elastic::LaunchConfig& config,
                  const elastic::Environment& original_env,
                  const elastic::Environment& launcher_env);
 
-// PrintDryRun of `plan` to `out` with this process's environment as the original; returns exit
-// status 0.
+// PrintDryRun of `plan` and `cpu_binding` (PlanWorkerCpus's, as the run's) to `out` with this
+// process's environment as the original; returns exit status 0.
 int RunDryRun(std::ostream& out, const elastic::LaunchConfig& config,
-              const backend::LaunchPlan& plan, const elastic::Environment& launcher_env);
+              const backend::LaunchPlan& plan, const elastic::Environment& launcher_env,
+              std::vector<elastic::CpuBinding> cpu_binding);
 
 }  // namespace ddprun::launcher

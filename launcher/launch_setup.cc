@@ -151,7 +151,8 @@ RunLogDir::~RunLogDir() {
 }
 
 elastic::WorkerSpec MakeWorkerSpec(const LaunchConfig& config, const elastic::Environment& env,
-                                   const std::string& run_log_dir) {
+                                   const std::string& run_log_dir,
+                                   std::vector<elastic::CpuBinding> cpu_binding) {
   elastic::WorkerSpec spec;
   spec.role = config.role;
   spec.local_world_size = config.nproc_per_node;
@@ -169,6 +170,7 @@ elastic::WorkerSpec MakeWorkerSpec(const LaunchConfig& config, const elastic::En
   spec.duplicate_stderr_filters = config.duplicate_stderr_filters;
   spec.hang_timeout = config.hang_timeout;
   spec.timer_file = FileTimerPath(env);
+  spec.cpu_binding = std::move(cpu_binding);
   return spec;
 }
 

@@ -42,8 +42,11 @@ class RunLogDir {
 // Python's tempfile).
 std::string FileTimerPath(const elastic::Environment& env);
 
-// The spec of this launch; its timer file (FileTimerPath) is chosen here, once.
+// The spec of this launch; its timer file (FileTimerPath) is chosen here, once. `cpu_binding`:
+// every local rank's CPUs (launcher/cpu_binding_setup.h PlanWorkerCpus), none without
+// --numa-binding.
 elastic::WorkerSpec MakeWorkerSpec(const elastic::LaunchConfig& config,
-                                   const elastic::Environment& env, const std::string& run_log_dir);
+                                   const elastic::Environment& env, const std::string& run_log_dir,
+                                   std::vector<elastic::CpuBinding> cpu_binding = {});
 
 }  // namespace ddprun::launcher

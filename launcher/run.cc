@@ -17,6 +17,7 @@
 #include "elastic/agent.h"
 #include "elastic/torchelastic_events.h"
 #include "launcher/agent_loop.h"
+#include "launcher/cpu_binding_setup.h"
 #include "cli/cli.h"
 #include "launcher/dry_run.h"
 #include "launcher/event_log_file.h"
@@ -108,18 +109,21 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
     spdlog::info("Rendezvous info: --rdzv-backend={} --rdzv-endpoint={} --rdzv-id={}",
                  config.rdzv_backend, config.rdzv_endpoint, config.rdzv_id);
   }
+  // Decided once, before the OMP banner, so that a binding that cannot be satisfied is one line.
+  std::vector<elastic::CpuBinding> cpus = PlanWorkerCpus(config);
   const elastic::Environment env = LauncherEnvironment(config);
   // One plan: what the dry run prints is what the backend below executes.
   const backend::LaunchPlan plan = backend::PlanLaunch(config);
   if (config.dry_run) {  // before any dir or port
-    return ExitForHeldSignal(held, RunDryRun(std::cout, config, plan, env), "while planning");
+    return ExitForHeldSignal(held, RunDryRun(std::cout, config, plan, env, std::move(cpus)),
+                             "while planning");
   }
   if (plan.etcd_v2_note) spdlog::warn("{}", *plan.etcd_v2_note);
   const auto events = OpenEventLog(config);
   RunLogDir logs(config, config.rdzv_id);
   // Before any thread or worker; destroyed after the workers (its sweep ends the launch).
   const process::SessionKeeper keeper;
-  const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path());
+  const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path(), std::move(cpus));
   const auto console_events = OpenConsoleEvents(config, spec);
   elastic::EventSinks sinks({events.get(), console_events.get()});
   asio::io_context io(kOneThread);

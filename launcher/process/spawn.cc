@@ -1,5 +1,6 @@
 #include "launcher/process/spawn.h"
 
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,7 +17,9 @@
 #include <boost/process/io.hpp>
 #include <boost/process/search_path.hpp>
 
+#include "common/errors.h"
 #include "common/open_files.h"
+#include "elastic/cpu_binding.h"
 
 namespace ddprun::launcher::process {
 namespace bp = boost::process;
@@ -59,6 +62,22 @@ void WritePidLine(int fd, pid_t pid) {
   }
 }
 
+// A failed sched_setaffinity travels through Boost.Process's error pipe as this plus errno, so
+// that the parent tells it from an exec failure.
+constexpr int kAffinityError = 1 << 20;
+
+// The CPU set is built in the parent: the child only calls sched_setaffinity.
+struct CpuMask {
+  explicit CpuMask(const std::vector<int>& cpus) : bound(!cpus.empty()) {
+    CPU_ZERO(&set);
+    for (const int cpu : cpus) {
+      if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+    }
+  }
+  bool bound;
+  cpu_set_t set;
+};
+
 // on_setup runs in the parent before fork; on_exec_setup in the child between fork and exec,
 // with only async-signal-safe calls.
 struct WorkerSetup : bp::extend::handler {
@@ -67,6 +86,7 @@ struct WorkerSetup : bp::extend::handler {
   int stderr_fd;
   int session_keeper_fd;
   char** env;
+  const CpuMask* cpus;
 
   template <class Executor>
   void on_setup(Executor& exec) const {
@@ -74,7 +94,12 @@ struct WorkerSetup : bp::extend::handler {
   }
 
   template <class Executor>
-  void on_exec_setup(Executor& /*exec*/) const {
+  void on_exec_setup(Executor& exec) const {
+    if (cpus->bound && sched_setaffinity(0, sizeof cpus->set, &cpus->set) != 0) {
+      exec.set_error(std::error_code(kAffinityError + errno, std::system_category()),
+                     "sched_setaffinity");
+      _exit(126);
+    }
     setsid();
     // Registered before exec, so no window exists in which the worker runs unguarded.
     if (session_keeper_fd >= 0) WritePidLine(session_keeper_fd, getpid());
@@ -113,7 +138,13 @@ boost::filesystem::path ResolveProgram(const std::string& name,
   return bp::search_path(name, dirs);
 }
 
-SpawnResult Failure(const std::string& program, int error) {
+SpawnResult Failure(const std::string& program, int error, const std::vector<int>& cpus) {
+  if (error >= kAffinityError) {
+    return {-1, 126,
+            ErrnoMessage("cannot start '" + program + "': sched_setaffinity to CPUs " +
+                             elastic::CpuListText(cpus),
+                         error - kAffinityError)};
+  }
   const int code = (error == ENOENT || error == ENOTDIR) ? 127 : 126;
   return {-1, code, "cannot execute '" + program + "': " + std::strerror(error)};
 }
@@ -125,13 +156,14 @@ SpawnResult SpawnWorker(const SpawnRequest& request) {
   const boost::filesystem::path resolved = ResolveProgram(program, request.env);
   if (resolved.empty()) return {-1, 127, "cannot execute '" + program + "': command not found"};
   EnvBlock env(request.env);
+  const CpuMask cpus(request.cpus);
   const std::vector<std::string> args(request.argv.begin() + 1, request.argv.end());
   std::error_code error;
   bp::child child(bp::exe = resolved.string(), bp::args = args, bp::std_in < bp::null,
                   WorkerSetup{{}, getpid(), request.stdout_fd, request.stderr_fd,
-                              request.session_keeper_fd, env.Get()},
+                              request.session_keeper_fd, env.Get(), &cpus},
                   error);
-  if (error) return Failure(program, error.value());
+  if (error) return Failure(program, error.value(), request.cpus);
   const pid_t pid = child.id();
   child.detach();  // the process context reaps it through its pidfd
   return {pid, 0, ""};

@@ -2,7 +2,8 @@
 // session and process group, registered with the session keeper (session_keeper.h) before it
 // runs any of its own code, stdin from /dev/null, PR_SET_PDEATHSIG(SIGKILL) so that it dies
 // with the launcher, default signal dispositions and an empty signal mask, the launcher's
-// descriptors closed on exec, and exec failures reported as a shell does (127/126).
+// descriptors closed on exec, pinned to its --numa-binding CPUs (sched_setaffinity, which exec
+// keeps), and exec failures reported as a shell does (127/126).
 #pragma once
 #include <sys/types.h>
 
@@ -18,11 +19,12 @@ struct SpawnRequest {
   int stdout_fd = -1;  // -1: inherit the launcher's
   int stderr_fd = -1;
   int session_keeper_fd = -1;  // >= 0: the child writes "<pid>\n" there before exec
+  std::vector<int> cpus;       // non-empty: the child's CPU affinity, set before exec
 };
 
 struct SpawnResult {
   pid_t pid = -1;      // > 0 on success
-  int exit_code = 0;   // 127 (not found) or 126 (not executable) when pid < 0
+  int exit_code = 0;   // 127 (not found), 126 (not executable, or its CPUs refused) when pid < 0
   std::string error;   // one line naming the program and the reason, when pid < 0
 };
 
