@@ -86,4 +86,10 @@ std::optional<HostPort> TcpStoreSite::Serve(int port) {
   return HostPort{every_interface ? "127.0.0.1" : host, served_->Port()};
 }
 
+std::optional<store::ServerLoad> TcpStoreSite::ServedLoad() {
+  std::lock_guard lock(mutex_);
+  if (!served_) return std::nullopt;
+  return served_->Load();
+}
+
 }  // namespace ddprun::launcher::backend
