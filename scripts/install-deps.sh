@@ -9,6 +9,7 @@ demo_packages=(
   libboost1.74-dev libboost-filesystem1.74-dev libboost-system1.74-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev catch2 libgloo-dev
   libssl-dev   # HMAC-SHA256 and random nonces of the authenticated store (docs/reliability.md)
+  prometheus-cpp-dev   # --health-port's /metrics: Registry and TextSerializer (launcher/telemetry/)
   python3 python3-torch   # Debian's PyTorch 1.13 for /usr/bin/python3 (no recommends: ~1.5 GB of Qt)
 )
 packages=(
