@@ -20,7 +20,7 @@ using tcp = asio::ip::tcp;
 class HealthServer::Impl : public std::enable_shared_from_this<Impl> {
  public:
   Impl(asio::io_context& io, AgentTelemetry& telemetry, HealthServerLimits limits)
-      : io_(io), acceptor_(io), telemetry_(telemetry), limits_(limits) {}
+      : acceptor_(io), telemetry_(telemetry), limits_(limits) {}
 
   void Listen(const tcp::endpoint& endpoint) {
     acceptor_.open(endpoint.protocol());
@@ -37,14 +37,7 @@ class HealthServer::Impl : public std::enable_shared_from_this<Impl> {
     });
   }
 
-  void Stop() {
-    beast::error_code ignored;
-    acceptor_.close(ignored);
-    for (auto& session : sessions_) {
-      if (auto open = session.lock()) open->Close();
-    }
-    sessions_.clear();
-  }
+  void Stop();
 
   tcp::endpoint Local() const { return acceptor_.local_endpoint(); }
 
@@ -53,7 +46,6 @@ class HealthServer::Impl : public std::enable_shared_from_this<Impl> {
 
   void Serve(tcp::socket socket);
 
-  asio::io_context& io_;
   tcp::acceptor acceptor_;
   AgentTelemetry& telemetry_;
   HealthServerLimits limits_;
@@ -117,6 +109,15 @@ class HealthServer::Impl::Session : public std::enable_shared_from_this<Session>
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
 };
+
+void HealthServer::Impl::Stop() {
+  beast::error_code ignored;
+  acceptor_.close(ignored);
+  for (auto& session : sessions_) {
+    if (auto open = session.lock()) open->Close();
+  }
+  sessions_.clear();
+}
 
 void HealthServer::Impl::Serve(tcp::socket socket) {
   if (open_ >= limits_.max_connections) {  // over the cap: closed at once, nothing read

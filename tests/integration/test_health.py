@@ -154,6 +154,47 @@ class HealthTest(lib.DdprunTestCase):
         self.assertEqual(get(address, "/healthz", timeout=10)[0], 200)
         self.finish_released([proc])
 
+    def test_the_server_is_bounded(self):
+        """A 17th connection closed at once, an idle connection closed after the 5 s read
+        deadline, keep-alive, 405, an oversized request cut."""
+        log = self.path("events.jsonl")
+        proc = self.start_ddprun("--health_port=0", "--event_log=" + log, *self.worker())
+        host, port = self.endpoint(proc, log).rsplit(":", 1)
+        where = (host, int(port))
+        idle = [socket.create_connection(where, timeout=10) for _ in range(16)]
+        try:
+            # Served in order of arrival: once the 16th answers, all 16 count as open.
+            idle[-1].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            skip_body(idle[-1], read_head(idle[-1]))
+            with socket.create_connection(where, timeout=10) as extra:
+                extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                self.assertEqual(read_all(extra), b"", "the 17th connection is closed unanswered")
+            started = time.monotonic()
+            self.assertEqual(read_all(idle[0]), b"", "an idle connection is closed")
+            self.assertLess(time.monotonic() - started, 8)
+        finally:
+            for connection in idle:
+                connection.close()
+        # Once the server saw those close, a connection is served again.
+        lib.wait_for(lambda: answers(where), 10, "the server to serve again")
+        with socket.create_connection(where, timeout=10) as kept:
+            for request, status in (
+                    (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200),
+                    (b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405),
+                    (b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 200)):
+                kept.sendall(request)  # one connection: kept alive
+                head = read_head(kept)
+                self.assertTrue(head[0].startswith("HTTP/1.1 %d " % status), head[0])
+                skip_body(kept, head)
+        with socket.create_connection(where, timeout=10) as big:
+            try:
+                big.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 20000 +
+                            b"\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # cut while sending: what the bound is for
+            self.assertNotIn(b"200 OK", read_all(big))
+        self.finish_released([proc])
+
     # (c)
     def test_lost_node_moves_the_survivors_counters_by_what_happened(self):
         store_port = lib.free_port()
@@ -204,7 +245,7 @@ class HealthTest(lib.DdprunTestCase):
     def test_a_bad_port_is_a_one_line_error(self):
         for args, env, named in (
                 (["--health_port=70000"], {}, "--health_port=70000"),
-                (["--health-port", "http"], {}, "--health-port=http"),
+                (["--health-port", "http"], {}, "--health_port=http"),
                 ([], {"TORCHELASTIC_HEALTH_CHECK_PORT": "x"}, "TORCHELASTIC_HEALTH_CHECK_PORT=x"),
                 (["--health_port=0", "--health_addr=localhost"], {}, "--health_addr=localhost")):
             result = self.ddprun(*args, lib.FAKE_WORKER, env=self.env(env))
@@ -222,6 +263,44 @@ class HealthTest(lib.DdprunTestCase):
         self.assertExit(result, 2)
         self.assertIn("--health_port=%d: cannot listen on 127.0.0.1:%d" % (port, port),
                       result.stderr)
+
+
+def answers(where):
+    try:
+        return get("%s:%d" % where, "/healthz", timeout=2)[0] == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def read_head(connection):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(4096)
+        if not chunk:
+            raise AssertionError("closed before a response head: %r" % data)
+        data += chunk
+    end = data.index(b"\r\n\r\n")
+    return data[:end].decode(), data[end + 4:]
+
+
+def skip_body(connection, head_and_rest):
+    head, body = head_and_rest
+    length = int(re.search(r"(?im)^content-length: *(\d+)", head).group(1))
+    while len(body) < length:
+        body += connection.recv(4096)
+
+
+def read_all(connection):
+    """Everything until the peer closes (a reset counts as closed)."""
+    data = b""
+    try:
+        while True:
+            chunk = connection.recv(4096)
+            if not chunk:
+                return data
+            data += chunk
+    except ConnectionResetError:
+        return data
 
 
 def listening_addresses(port):
