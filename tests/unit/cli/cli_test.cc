@@ -839,7 +839,7 @@ TEST_CASE("option --hang_timeout: seconds >= 0, fractions allowed, 0 off", "[cli
   }
 }
 
-TEST_CASE("option --health_port: a port, 0 ephemeral; off by default; loopback", "[cli][health]") {
+TEST_CASE("option --health_port: a port, 0 ephemeral, off by default, loopback", "[cli][health]") {
   CHECK_FALSE(ConfigWith({}).health_port);
   CHECK(ConfigWith({}).health_addr == "127.0.0.1");
   CHECK(ConfigWith({"--health-port", "9400"}).health_port == 9400);
