@@ -86,7 +86,8 @@ std::unique_ptr<telemetry::HealthServer> ServeHealth(asio::io_context& io, const
   auto server = std::make_unique<telemetry::HealthServer>(
       io, config.health_addr, *config.health_port, telemetry, config.GivenAs("health_port"));
   const std::string where = HostPort{server->Host(), server->Port()}.ToString();
-  spdlog::info("health endpoint: http://{}/healthz and /metrics", where);
+  // At the default level (WARNING), as elastic rounds are: port 0 is found here or in the log.
+  spdlog::warn("health endpoint: http://{}/healthz and /metrics", where);
   telemetry.Record("health_endpoint", {{"address", where}, {"port", server->Port()}});
   return server;
 }

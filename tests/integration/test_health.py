@@ -136,7 +136,12 @@ class HealthTest(lib.DdprunTestCase):
         self.assertEqual(samples["ddprun_restart_budget_remaining"], 3)
         self.assertEqual(samples["ddprun_healthy"], 1)
         self.assertEqual(get(address, "/nowhere")[0], 404)
-        self.finish_released([proc])
+        with open(self.release, "w") as f:
+            f.write("go")
+        result = self.finish(proc, timeout=60)
+        self.assertExit(result, 0)
+        self.assertEqual(result.stderr.count("health endpoint: http://%s/healthz" % address), 1,
+                         result.describe())
 
     # (b)
     def test_a_stopped_agent_fails_the_probe_and_recovers(self):
