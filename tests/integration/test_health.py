@@ -259,6 +259,13 @@ class HealthTest(lib.DdprunTestCase):
             self.assertEqual(len(lines), 1, result.describe())
             self.assertIn(named, lines[0])
 
+    def test_dry_run_shows_the_endpoint(self):
+        result = self.ddprun("--dry_run", "--health_port=0", lib.FAKE_WORKER)
+        self.assertExit(result, 0)
+        self.assertRegex(result.stdout, r"(?m)^ *health\b.*127\.0\.0\.1:0 \(ephemeral\), GET /healthz")
+        result = self.ddprun("--dry_run", lib.FAKE_WORKER)
+        self.assertNotRegex(result.stdout, r"(?m)^ *health\b")
+
     def test_a_port_in_use_is_a_one_line_error(self):
         with socket.socket() as taken:
             taken.bind(("127.0.0.1", 0))
