@@ -220,6 +220,24 @@ void FillEventLog(const RawValues& raw, const EnvLookup& env, LaunchConfig& conf
   config.given_as.try_emplace("event_log", given ? given->name : "DDPRUN_EVENT_LOG");
 }
 
+// torchrun reserves TORCHELASTIC_HEALTH_CHECK_PORT (its HealthCheckServer stub logs and serves
+// nothing); ddprun serves on it. A value that is not a port is refused like a bad flag.
+void FillHealth(const RawValues& raw, const EnvLookup& env, LaunchConfig& config) {
+  const Given* given = raw.Find("health_port");
+  const auto text =
+      given ? std::optional(given->text) : NonEmptyEnv(env, "TORCHELASTIC_HEALTH_CHECK_PORT");
+  const std::string name = given ? given->name : "TORCHELASTIC_HEALTH_CHECK_PORT";
+  if (text) {
+    config.health_port =
+        ParseIntInRange(*text, name, 0, 65535, "a port between 0 and 65535 (0: ephemeral)");
+    config.given_as.try_emplace("health_port", name);
+  }
+  if (const Given* addr = raw.Find("health_addr")) {
+    if (addr->text.empty()) throw UsageError(addr->name + "=: must name an address");
+    config.health_addr = addr->text;
+  }
+}
+
 bool IsExecutableFile(const std::string& path) {
   struct stat info {};
   return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0;
@@ -340,6 +358,7 @@ LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const E
   FillLocalRankArg(raw, personality, config);
   FillEventLog(raw, env, config);
   FillShareStore(env, config);
+  FillHealth(raw, env, config);
   ResolveNproc(raw, gpus, config);  // flag errors first, then the script's
   FillScript(raw, split, env, config);
   ResolveRendezvous(config);

@@ -18,7 +18,7 @@ constexpr const char* kCompat = "torchrun compatibility";
 constexpr const char* kLegacy = "torch.distributed.launch compatibility";
 constexpr const char* kDdprun = "ddprun";
 
-constexpr std::array<OptionSpec, 41> kOptions{{
+constexpr std::array<OptionSpec, 43> kOptions{{
     {"nnodes", 0, "N|MIN:MAX", true, kSize, "number of nodes, or the range of nodes (default 1:1)"},
     {"nproc_per_node", 0, "N|auto|cpu|gpu", true, kSize,
      "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)",
@@ -101,6 +101,11 @@ constexpr std::array<OptionSpec, 41> kOptions{{
      "report a rank as hung after SECONDS without progress (output on stdout/stderr, a line "
      "to $DDPRUN_PULSE_FILE, torchelastic file-timer traffic); fractions allowed, 0: off "
      "(default 0)"},
+    {"health_port", 0, "PORT", true, kDdprun,
+     "serve GET /healthz and /metrics (Prometheus) on PORT, 0: an ephemeral port, logged and "
+     "in the event log (default $TORCHELASTIC_HEALTH_CHECK_PORT, else off; docs/operations.md)"},
+    {"health_addr", 0, "HOST", true, kDdprun,
+     "the address --health_port listens on (default 127.0.0.1: loopback only)"},
     {"dry_run", 0, nullptr, false, kDdprun, "print the resolved configuration and exit"},
     {"print_completion", 0, "SHELL", false, kDdprun,
      "print the shell completion script for ddprun and exit (bash, zsh or fish)",

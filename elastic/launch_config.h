@@ -137,6 +137,9 @@ struct LaunchConfig {
 
   bool dry_run = false;
   std::optional<std::string> event_log;  // --event_log, else $DDPRUN_EVENT_LOG
+  // --health_port, else $TORCHELASTIC_HEALTH_CHECK_PORT (0: ephemeral); none: no endpoint.
+  std::optional<int> health_port;
+  std::string health_addr = "127.0.0.1";  // --health_addr
 
   // Platform preset (--env_preset): its name ("" when none) and what it supplied.
   std::string env_preset;

@@ -190,6 +190,11 @@ void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan
   Field(out, "hang_timeout", HangTimeoutText(config));
   if (!spec.timer_file.empty()) Field(out, "file_timer", spec.timer_file);
   if (config.numa_binding) Field(out, "numa_binding", NumaBindingText(*config.numa_binding, spec));
+  if (config.health_port) {
+    const int port_number = *config.health_port;
+    const std::string port = port_number == 0 ? "0 (ephemeral)" : std::to_string(port_number);
+    Field(out, "health", config.health_addr + ":" + port + ", GET /healthz and /metrics");
+  }
   Field(out, "role", config.role);
   Field(out, "log_dir", LogDirText(config));
   const elastic::RankAssignment& ranks = plan.first_round.ranks;

@@ -12,6 +12,7 @@
 #include "common/env_names.h"
 #include "common/errors.h"
 #include "common/exit_status.h"
+#include "common/host_port.h"
 #include "common/logging.h"
 #include "common/open_files.h"
 #include "elastic/agent.h"
@@ -26,6 +27,8 @@
 #include "launcher/backend/launch_backend.h"
 #include "launcher/process/output_sink.h"
 #include "launcher/process/session_keeper.h"
+#include "launcher/telemetry/agent_telemetry.h"
+#include "launcher/telemetry/health_server.h"
 #include "launcher/thread_runner.h"
 
 namespace ddprun::launcher {
@@ -91,6 +94,28 @@ void RaiseFileLimit(const LaunchConfig& config) {
   }
 }
 
+telemetry::StoreLoadReader HostedStoreLoad(const backend::LaunchBackend& backend) {
+  if (!backend.hosted_store_load) return nullptr;
+  return [load = backend.hosted_store_load]() -> std::optional<telemetry::StoreLoad> {
+    const auto served = load();
+    if (!served) return std::nullopt;
+    return telemetry::StoreLoad{served->connections, served->requests};
+  };
+}
+
+// --health_port: served on the agent's loop; its address logged and in the event log.
+std::unique_ptr<telemetry::HealthServer> ServeHealth(asio::io_context& io, const LaunchConfig& config,
+                                                     telemetry::AgentTelemetry& telemetry) {
+  if (!config.health_port) return nullptr;
+  auto server = std::make_unique<telemetry::HealthServer>(
+      io, config.health_addr, *config.health_port, telemetry, config.GivenAs("health_port"));
+  const std::string where = HostPort{server->Host(), server->Port()}.ToString();
+  // At the default level (WARNING), as elastic rounds are: port 0 is found here or in the log.
+  spdlog::warn("health endpoint: http://{}/healthz and /metrics", where);
+  telemetry.Record("health_endpoint", {{"address", where}, {"port", server->Port()}});
+  return server;
+}
+
 // A handled signal that arrived while no agent listened (before the loop, or after the agent was
 // done): the launcher exits 128+N for it, as it does for one the agent handled.
 int ExitForHeldSignal(HeldSignals& held, int code, const char* when) {
@@ -131,8 +156,12 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
   process::LocalProcessContext processes(io, keeper.WriteFd());
   std::optional<ThreadRunner> runner;
   if (backend->blocking) runner.emplace(io);
+  // Between the agent and --event_log's sink: what --health_port shows.
+  telemetry::AgentTelemetry agent_telemetry(spec.max_restarts, &sinks);
+  agent_telemetry.SetStoreLoad(HostedStoreLoad(*backend));
+  const auto health = ServeHealth(io, config, agent_telemetry);
   elastic::Agent agent(spec, backend->agent_options, *backend->rendezvous, processes,
-                       {runner ? &*runner : nullptr, backend->monitor.get(), &sinks});
+                       {runner ? &*runner : nullptr, backend->monitor.get(), &agent_telemetry});
   const AgentResult result = RunAgentLoop(io, config, agent);
   if (backend->monitor) backend->monitor->Unwatch();
   CloseRendezvous(*backend->rendezvous, result);

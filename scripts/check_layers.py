@@ -28,7 +28,8 @@ LAYERS = {
     "cli": ["elastic", "store", "common", "completion"],
     "launcher/process": ["elastic", "common"],
     "launcher/backend": ["elastic", "rendezvous", "store/etcd", "store", "common"],
-    "launcher": ["launcher/backend", "launcher/process", "cli", "elastic", "rendezvous", "store",
+    "launcher/telemetry": ["elastic", "common"],
+    "launcher": ["launcher/backend", "launcher/process", "launcher/telemetry", "cli", "elastic", "rendezvous", "store",
                  "common", "completion"],
     "worker": ["store", "common"],
     "tools": ["cli", "rendezvous", "store", "common"],
@@ -39,7 +40,7 @@ LIBRARIES = {
     "ddprun_common": "common", "ddprun_version": "common", "ddprun_completion": "completion",
     "ddprun_store": "store", "ddprun_etcd": "store/etcd", "ddprun_rendezvous": "rendezvous",
     "ddprun_elastic": "elastic", "ddprun_cli": "cli", "ddprun_process": "launcher/process",
-    "ddprun_backend": "launcher/backend", "ddprun_launcher": "launcher",
+    "ddprun_backend": "launcher/backend", "ddprun_telemetry": "launcher/telemetry", "ddprun_launcher": "launcher",
     "ddprun_worker": "worker",
 }
 

@@ -10,6 +10,7 @@ demo_packages=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev catch2 libgloo-dev
   libssl-dev   # HMAC-SHA256 and random nonces of the authenticated store (docs/reliability.md)
   libhwloc-dev pkg-config   # --numa-binding reads the CPU topology with hwloc (hwloc.pc)
+  prometheus-cpp-dev   # --health-port's /metrics: Registry and TextSerializer (launcher/telemetry/)
   python3 python3-torch   # Debian's PyTorch 1.13 for /usr/bin/python3 (no recommends: ~1.5 GB of Qt)
 )
 packages=(

@@ -130,6 +130,8 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl>, public C
   int Port() const { return port_; }
   const std::string& Host() const { return host_; }
   SharedKeys& Shared() { return shared_; }
+  std::uint64_t NumRequests() const { return shared_.requests.load(std::memory_order_relaxed); }
+
   std::size_t NumConnections() const {
     const std::lock_guard lock(connections_mutex_);
     return connections_.size();
@@ -290,6 +292,8 @@ void TcpStoreServer::Stop() { impl_->Stop(); }
 std::recursive_mutex& TcpStoreServer::KeysMutex() { return impl_->Shared().mutex; }
 KeySpace& TcpStoreServer::KeysLocked() { return impl_->Shared().keys; }
 std::size_t TcpStoreServer::NumConnections() const { return impl_->NumConnections(); }
+
+std::uint64_t TcpStoreServer::NumRequests() const { return impl_->NumRequests(); }
 void TcpStoreServer::WhenClientsGone(std::chrono::milliseconds quiet_for,
                                      std::chrono::steady_clock::time_point deadline,
                                      std::function<void()> done) {

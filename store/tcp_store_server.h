@@ -29,6 +29,12 @@ class AddressInUseError : public SystemError {
   using SystemError::SystemError;
 };
 
+// What a server carries, for an agent's metrics: open client connections, requests executed.
+struct ServerLoad {
+  std::size_t connections = 0;
+  std::uint64_t requests = 0;
+};
+
 struct ServerOptions {
   std::string host = "127.0.0.1";  // "" or "::" = every interface, IPv6 dual stack
   int port = 0;                    // 0 = ephemeral; read the real one with Port()
@@ -63,6 +69,8 @@ class TcpStoreServer {
     return use(KeysLocked());
   }
   std::size_t NumConnections() const;
+  std::uint64_t NumRequests() const;  // requests executed since the start; any thread
+  ServerLoad Load() const { return {NumConnections(), NumRequests()}; }  // any thread
 
   // Calls `done` once, on the io thread, when every client connection has closed or exchanged
   // nothing for `quiet_for` (the connections of a peer lost to a crash or a partition go quiet

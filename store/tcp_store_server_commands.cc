@@ -31,6 +31,7 @@ Bytes BytesReply(const Bytes& value) {
 }  // namespace
 
 void StoreConnection::Execute(const Request& request) {
+  shared_.requests.fetch_add(1, std::memory_order_relaxed);
   const Command command = request.command;
   if (*generation_ == Generation::kValidated && !validated_ && command != Command::kValidate) {
     throw ProtocolViolation("the first request must be VALIDATE");

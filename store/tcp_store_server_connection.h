@@ -35,6 +35,7 @@ struct SharedKeys {
   explicit SharedKeys(const ServerLimits& limits) : keys(limits) {}
   KeySpace keys;
   std::recursive_mutex mutex;
+  std::atomic<std::uint64_t> requests{0};  // every request executed, for the agent's metrics
 };
 
 // Told when a connection has closed (the server's table of connections); held weakly.

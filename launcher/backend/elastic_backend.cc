@@ -237,6 +237,9 @@ std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io,
   }
   const rendezvous::ElasticHandlerOptions handler = HandlerOptions(config, plan, spec);
   backend->store_site = MakeStoreSite(config, plan);
+  if (auto* tcp = dynamic_cast<TcpStoreSite*>(backend->store_site.get())) {
+    backend->hosted_store_load = [tcp] { return tcp->ServedLoad(); };
+  }
   auto rendezvous = std::make_unique<rendezvous::ElasticRendezvousHandler>(
       handler, *backend->store_site, *backend->worker_store);
   rendezvous::StoreConnector connect_round_store =

@@ -3,7 +3,9 @@
 // from the launch's plan (launch_plan.h: the same plan --dry_run prints) and driven the same way
 // by launcher/run.cc (agent, event loop, report, exit code).
 #pragma once
+#include <functional>
 #include <memory>
+#include <optional>
 
 #include "common/asio.h"
 #include "elastic/agent.h"
@@ -27,6 +29,8 @@ struct LaunchBackend {
   std::unique_ptr<rendezvous::RendezvousHandler> rendezvous;
   std::unique_ptr<elastic::PeerMonitor> monitor;  // null: no other node to watch
   bool blocking = false;  // joins wait for other nodes: they run on a ThreadRunner
+  // The load of the rendezvous store this node serves now, if any (--health_port's metrics).
+  std::function<std::optional<store::ServerLoad>()> hosted_store_load;
   elastic::AgentOptions agent_options;
 };
 

@@ -63,6 +63,9 @@ std::unique_ptr<LaunchBackend> MakeStaticBackend(asio::io_context& io,
     backend->rendezvous_store = std::make_unique<StoreServerThread>(
         ServedStoreOptions(*plan.served_store, config), linger, heartbeat_timeout,
         FreePortHint(config));
+    backend->hosted_store_load = [server = backend->rendezvous_store.get()] {
+      return std::optional(server->Load());
+    };
   }
   backend->rendezvous = std::make_unique<rendezvous::StaticRendezvous>(
       RendezvousOptions(plan, spec, settings),

@@ -36,6 +36,7 @@ class StoreServerThread {
   StoreServerThread& operator=(const StoreServerThread&) = delete;
 
   int Port() const { return port_; }
+  store::ServerLoad Load() const { return server_->Load(); }  // any thread
 
  private:
   asio::io_context io_{kOneThread};

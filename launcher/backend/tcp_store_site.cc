@@ -86,4 +86,12 @@ std::optional<HostPort> TcpStoreSite::Serve(int port) {
   return HostPort{every_interface ? "127.0.0.1" : host, served_->Port()};
 }
 
+// Never waits: Serve holds the lock while a replaced server lingers for its clients, and the
+// caller is the agent's event loop (a scrape then reads no store).
+std::optional<store::ServerLoad> TcpStoreSite::ServedLoad() {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || !served_) return std::nullopt;
+  return served_->Load();
+}
+
 }  // namespace ddprun::launcher::backend

@@ -35,6 +35,9 @@ class TcpStoreSite : public rendezvous::StoreSite {
   bool Pause(std::chrono::milliseconds duration) override { return pause_.Pause(duration); }
   void Cancel() override { pause_.Cancel(); }
   std::chrono::steady_clock::time_point Now() override { return pause_.clock().Now(); }
+  // The load of the store this site serves, if it serves one (any thread; never blocks: none
+  // while Serve is at work).
+  std::optional<store::ServerLoad> ServedLoad();
 
  private:
   TcpStoreSiteOptions options_;

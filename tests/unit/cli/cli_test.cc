@@ -132,6 +132,8 @@ const std::map<std::string, std::string> kSamples = {
     {"event_log", "/tmp/ddprun_cli_test_events.jsonl"},
     {"pass_local_rank", "local_rank"},
     {"hang_timeout", "0.5"},
+    {"health_port", "0"},
+    {"health_addr", "127.0.0.1"},
 };
 
 // As ddprun-launch (torch.distributed.launch's stand-in).
@@ -229,7 +231,7 @@ TEST_CASE("unambiguous prefixes are accepted", "[cli]") {
   CHECK(ConfigWith({"--master-p=29562"}).master_port == 29562);
   CHECK(ConfigWith({"--stand"}).standalone_flag);
   CHECK_THAT(Parse({"--vers"}).text, Catch::StartsWith("ddprun "));
-  CHECK(Parse({"--he"}).action == CliResult::Action::kPrintAndExit);
+  CHECK(Parse({"--hel"}).action == CliResult::Action::kPrintAndExit);  // --he: --health_*
 }
 
 TEST_CASE("ambiguous prefixes name every candidate", "[cli]") {
@@ -837,6 +839,32 @@ TEST_CASE("option --hang_timeout: seconds >= 0, fractions allowed, 0 off", "[cli
                Catch::StartsWith("--hang_timeout=" + bad + ": must be a number of seconds") &&
                    Catch::Contains("0 turns hang detection off"));
   }
+}
+
+TEST_CASE("option --health_port: a port, 0 ephemeral, off by default, loopback", "[cli][health]") {
+  CHECK_FALSE(ConfigWith({}).health_port);
+  CHECK(ConfigWith({}).health_addr == "127.0.0.1");
+  CHECK(ConfigWith({"--health-port", "9400"}).health_port == 9400);
+  CHECK(ConfigWith({"--health_port=0"}).health_port == 0);
+  CHECK(ConfigWith({"--health_port=0", "--health-addr=0.0.0.0"}).health_addr == "0.0.0.0");
+  for (const std::string bad : {"-1", "65536", "http", ""}) {
+    INFO(bad);
+    CHECK_THAT(ErrorWith({"--health-port=" + bad}),
+               Catch::StartsWith("--health_port=" + bad + ": must be a port between 0 and 65535"));
+  }
+  CHECK_THAT(ErrorWith({"--health_addr="}), Catch::StartsWith("--health_addr=: must name"));
+}
+
+TEST_CASE("option --health_port defaults to PET_HEALTH_PORT, then TORCHELASTIC_HEALTH_CHECK_PORT",
+          "[cli][health]") {
+  const Env torch = {{"TORCHELASTIC_HEALTH_CHECK_PORT", "29400"}};
+  CHECK(Config({Train()}, torch).health_port == 29400);
+  CHECK(Config({Train()}, torch).GivenAs("health_port") == "TORCHELASTIC_HEALTH_CHECK_PORT");
+  CHECK(Config({Train()}, {{"TORCHELASTIC_HEALTH_CHECK_PORT", "1"}, {"PET_HEALTH_PORT", "2"}})
+            .health_port == 2);
+  CHECK(Config({"--health_port=3", Train()}, torch).health_port == 3);
+  CHECK_THAT(ErrorOf({Train()}, {{"TORCHELASTIC_HEALTH_CHECK_PORT", "x"}}),
+             Catch::StartsWith("TORCHELASTIC_HEALTH_CHECK_PORT=x: must be a port"));
 }
 
 TEST_CASE("option --hang_timeout defaults to PET_HANG_TIMEOUT, the flag wins", "[cli][hang]") {

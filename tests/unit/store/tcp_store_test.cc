@@ -273,4 +273,20 @@ TEST_CASE("client connect retries until the server appears, or gives up", "[stor
   CHECK(client.get() == 0);
 }
 
+TEST_CASE("Load counts open connections and executed requests", "[store][tcp]") {
+  ServerThread server(testing::Threads(GENERATE(1, 3)));
+  const auto load = [&] { return server.OnIo([](TcpStoreServer& s) { return s.Load(); }); };
+  CHECK(load().requests == 0);
+  CHECK(load().connections == 0);
+  TcpStoreClient store(server.Client());
+  store.Set("k", B("v"));
+  CHECK(store.Get("k") == B("v"));  // replied: every earlier request of this client executed
+  const ServerLoad before = load();
+  CHECK(before.connections == 1);
+  CHECK(before.requests >= 2);
+  CHECK(store.Add("n", 1) == 1);  // one request, one reply
+  CHECK(store.Add("n", 1) == 2);
+  CHECK(load().requests == before.requests + 2);
+}
+
 }  // namespace ddprun::store
