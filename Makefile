@@ -30,6 +30,11 @@ SANITIZER_CMAKE_FLAGS ?= -DCMAKE_UNITY_BUILD=ON -DDDPRUN_BUILD_BENCH=OFF
 TSAN_SETARCH ?= auto
 # Debian's interpreter: the one with python3-torch (the first python3 on PATH may be another).
 PYTHON ?= /usr/bin/python3
+# $(BUILD_DIR)/ is the tree `make package` packages, and the one `make check` tests: built with
+# Debian's hardened flags (dpkg-buildflags) and the RPM -debuginfo's debug paths
+# (cmake/PackageBuild.cmake) wherever dpkg-buildflags exists, so the tested programs are the
+# packaged ones and CI builds them once.
+PACKAGE_BUILD ?= $(if $(shell command -v dpkg-buildflags),ON,OFF)
 CTEST_JOBS ?= $(NPROC)
 # Per-test limit for tests that set none themselves (most set their own TIMEOUT).
 CTEST_TIMEOUT ?= 600
@@ -59,7 +64,7 @@ deps:
 	scripts/install-deps.sh
 
 configure:
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDDPRUN_PACKAGE_BUILD=$(PACKAGE_BUILD)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j$(NPROC)
