@@ -56,7 +56,7 @@ help:
 	@echo "make fuzz            libFuzzer targets (clang, $(FUZZ_DIR)/), $(FUZZ_SECONDS) s each"
 	@echo "make bench           every bench/*.py script"
 	@echo "make man             every program's man page ($(BUILD_DIR)/man/*.1.gz)"
-	@echo "make package         .deb (+ -dbgsym), .rpm, .tar.gz in $(BUILD_DIR)/ (packaging/)"
+	@echo "make package         .deb (+ -dbgsym), .rpm (+ -debuginfo), .tar.gz in $(BUILD_DIR)/"
 	@echo "make check-package   package, then install the .deb for real, check it, remove it"
 	@echo "make clean           remove the build directories"
 
@@ -149,8 +149,9 @@ man: configure
 	cmake --build $(BUILD_DIR) --target ddprun_man
 	@echo "man pages: $$(ls $(BUILD_DIR)/man/*.1.gz) (read one with: man -l $(BUILD_DIR)/man/ddprun.1.gz)"
 
-# CPack (packaging/Packaging.cmake) from the $(BUILD_DIR)/ tree: ddprun_<v>_<arch>.deb with its
-# -dbgsym .ddeb, ddprun-<v>-1.<arch>.rpm, ddprun-<v>-Linux.tar.gz.
+# CPack (packaging/Packaging.cmake) from the $(BUILD_DIR)/ tree (hardened: PACKAGE_BUILD above):
+# ddprun_<v>_<arch>.deb with its -dbgsym .ddeb, ddprun-<v>-1.<arch>.rpm with
+# ddprun-debuginfo-<v>-1.<arch>.rpm, ddprun-<v>-Linux.tar.gz.
 package: deps
 	$(MAKE) --no-print-directory build
 	rm -f $(BUILD_DIR)/ddprun[-_]*.deb $(BUILD_DIR)/ddprun[-_]*.ddeb $(BUILD_DIR)/ddprun-*.rpm \
@@ -160,7 +161,8 @@ package: deps
 	  $(BUILD_DIR)/ddprun-*.tar.gz
 
 # Root: installs the .deb with dpkg -i, checks the installed tool, removes it (dpkg -r, then
-# --purge, also after a failure), and runs lintian and the .rpm/.tar.gz file list comparison
+# --purge, also after a failure), and runs lintian, hardening-check on every ELF file, the
+# licence checks, the .rpm/.tar.gz file list comparison and the debug packages' checks
 # (tests/package/test_package.py).
 check-package: package
 	DDPRUN_BUILD_DIR="$(abspath $(BUILD_DIR))" $(PYTHON) tests/package/test_package.py

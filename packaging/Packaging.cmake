@@ -67,6 +67,9 @@ set(CPACK_RPM_USER_FILELIST "%license /usr/share/licenses/ddprun/LICENSE")
 # paths in place: the prefix must not be longer than the link's path).
 if(DDPRUN_PACKAGE_BUILD)
   set(CPACK_RPM_DEBUGINFO_PACKAGE ON)
+  # Debian installs shared libraries 0644; find-debuginfo only splits executable files (and RPM
+  # distributions ship libraries 0755).
+  set(CPACK_RPM_INSTALL_WITH_EXEC ON)
   set(CPACK_RPM_DEBUGINFO_FILE_NAME RPM-DEFAULT)
   set(CPACK_BUILD_SOURCE_DIRS "${DDPRUN_DEBUG_SOURCE_ROOT}")
   set(CPACK_RPM_BUILD_SOURCE_DIRS_PREFIX /usr/src/debug/ddprun)
