@@ -30,6 +30,11 @@ SANITIZER_CMAKE_FLAGS ?= -DCMAKE_UNITY_BUILD=ON -DDDPRUN_BUILD_BENCH=OFF
 TSAN_SETARCH ?= auto
 # Debian's interpreter: the one with python3-torch (the first python3 on PATH may be another).
 PYTHON ?= /usr/bin/python3
+# $(BUILD_DIR)/ is the tree `make package` packages, and the one `make check` tests: built with
+# Debian's hardened flags (dpkg-buildflags) and the RPM -debuginfo's debug paths
+# (cmake/PackageBuild.cmake) wherever dpkg-buildflags exists, so the tested programs are the
+# packaged ones and CI builds them once.
+PACKAGE_BUILD ?= $(if $(shell command -v dpkg-buildflags),ON,OFF)
 CTEST_JOBS ?= $(NPROC)
 # Per-test limit for tests that set none themselves (most set their own TIMEOUT).
 CTEST_TIMEOUT ?= 600
@@ -51,7 +56,7 @@ help:
 	@echo "make fuzz            libFuzzer targets (clang, $(FUZZ_DIR)/), $(FUZZ_SECONDS) s each"
 	@echo "make bench           every bench/*.py script"
 	@echo "make man             every program's man page ($(BUILD_DIR)/man/*.1.gz)"
-	@echo "make package         .deb (+ -dbgsym), .rpm, .tar.gz in $(BUILD_DIR)/ (packaging/)"
+	@echo "make package         .deb (+ -dbgsym), .rpm (+ -debuginfo), .tar.gz in $(BUILD_DIR)/"
 	@echo "make check-package   package, then install the .deb for real, check it, remove it"
 	@echo "make clean           remove the build directories"
 
@@ -59,7 +64,7 @@ deps:
 	scripts/install-deps.sh
 
 configure:
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDDPRUN_PACKAGE_BUILD=$(PACKAGE_BUILD)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j$(NPROC)
@@ -144,8 +149,9 @@ man: configure
 	cmake --build $(BUILD_DIR) --target ddprun_man
 	@echo "man pages: $$(ls $(BUILD_DIR)/man/*.1.gz) (read one with: man -l $(BUILD_DIR)/man/ddprun.1.gz)"
 
-# CPack (packaging/Packaging.cmake) from the $(BUILD_DIR)/ tree: ddprun_<v>_<arch>.deb with its
-# -dbgsym .ddeb, ddprun-<v>-1.<arch>.rpm, ddprun-<v>-Linux.tar.gz.
+# CPack (packaging/Packaging.cmake) from the $(BUILD_DIR)/ tree (hardened: PACKAGE_BUILD above):
+# ddprun_<v>_<arch>.deb with its -dbgsym .ddeb, ddprun-<v>-1.<arch>.rpm with
+# ddprun-debuginfo-<v>-1.<arch>.rpm, ddprun-<v>-Linux.tar.gz.
 package: deps
 	$(MAKE) --no-print-directory build
 	rm -f $(BUILD_DIR)/ddprun[-_]*.deb $(BUILD_DIR)/ddprun[-_]*.ddeb $(BUILD_DIR)/ddprun-*.rpm \
@@ -155,7 +161,8 @@ package: deps
 	  $(BUILD_DIR)/ddprun-*.tar.gz
 
 # Root: installs the .deb with dpkg -i, checks the installed tool, removes it (dpkg -r, then
-# --purge, also after a failure), and runs lintian and the .rpm/.tar.gz file list comparison
+# --purge, also after a failure), and runs lintian, hardening-check on every ELF file, the
+# licence checks, the .rpm/.tar.gz file list comparison and the debug packages' checks
 # (tests/package/test_package.py).
 check-package: package
 	DDPRUN_BUILD_DIR="$(abspath $(BUILD_DIR))" $(PYTHON) tests/package/test_package.py

@@ -62,9 +62,11 @@ std::string OneLine(std::string text) {
 // The CLI11 application over the option table, with string storage for every value.
 class Parser {
  public:
-  explicit Parser(Personality personality) : app_(kDescription, "ddprun") {
+  explicit Parser(Personality personality)
+      : app_(kDescription, "ddprun"),
+        program_(personality == Personality::kLegacyLaunch ? kLegacyLaunchName : "ddprun") {
     const bool legacy = personality == Personality::kLegacyLaunch;
-    app_.formatter(std::make_shared<HelpFormatter>(legacy ? kLegacyLaunchName : "ddprun"));
+    app_.formatter(std::make_shared<HelpFormatter>(program_));
     app_.get_formatter()->column_width(46);
     app_.footer(legacy ? std::string(kFooter) + kLegacyFooter : std::string(kFooter));
     app_.prefix_command();
@@ -85,7 +87,7 @@ class Parser {
     RejectRemaining();
     if (options_.at("version")->count() > 0) return VersionLine("ddprun") + "\n";
     if (options_.at("print_completion")->count() > 0) {
-      return cli::CompletionScript(values_.at("print_completion"), "--print_completion");
+      return cli::CompletionScript(values_.at("print_completion"), "--print_completion", program_);
     }
     return std::nullopt;
   }
@@ -132,6 +134,7 @@ class Parser {
   }
 
   CLI::App app_;
+  std::string program_;  // ddprun, or ddprun-launch (torch.distributed.launch's personality)
   std::map<std::string, std::string> values_;
   std::map<std::string, CLI::Option*> options_;
 };

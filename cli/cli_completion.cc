@@ -31,9 +31,9 @@ completion::Option CompletionOption(const OptionSpec& spec) {
 
 }  // namespace
 
-completion::Command CompletionCommand() {
+completion::Command CompletionCommand(const std::string& program) {
   completion::Command command;
-  command.name = "ddprun";
+  command.name = program;
   command.help = "launch distributed PyTorch training (torchrun)";
   for (const OptionSpec& spec : Options()) command.options.push_back(CompletionOption(spec));
   command.positionals = completion::Positionals::kScript;
@@ -41,10 +41,11 @@ completion::Command CompletionCommand() {
   return command;
 }
 
-std::string CompletionScript(const std::string& shell, const std::string& given_as) {
+std::string CompletionScript(const std::string& shell, const std::string& given_as,
+                             const std::string& program) {
   RequireChoice(shell, given_as, Choices("print_completion"));
-  return completion::WriteScript(*completion::ParseShell(shell), CompletionCommand(),
-                                 "ddprun --print-completion " + shell);
+  return completion::WriteScript(*completion::ParseShell(shell), CompletionCommand(program),
+                                 program + " --print-completion " + shell);
 }
 
 }  // namespace ddprun::cli

@@ -64,10 +64,12 @@ struct RawValues {
 };
 
 // The command line as shell completion sees it: every option and spelling, values, the training
-// script (cli_completion.cc).
-completion::Command CompletionCommand();
+// script (cli_completion.cc). `program`: the name the script completes (ddprun, or ddprun-launch,
+// the same options under torch.distributed.launch's personality).
+completion::Command CompletionCommand(const std::string& program = "ddprun");
 // `ddprun --print-completion SHELL`'s script; throws UsageError for a shell it has none for.
-std::string CompletionScript(const std::string& shell, const std::string& given_as);
+std::string CompletionScript(const std::string& shell, const std::string& given_as,
+                             const std::string& program = "ddprun");
 
 // Validates and resolves everything into a LaunchConfig (cli_config.cc).
 elastic::LaunchConfig BuildConfig(const RawValues& raw, const SplitArgs& split,

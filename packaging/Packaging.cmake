@@ -1,6 +1,9 @@
 # `make package` (CPack, from this tree's install rules): ddprun_<version>_<arch>.deb with
-# ddprun-dbgsym_<version>_<arch>.ddeb (the debug symbols, split out with objcopy), the .rpm and
-# the .tar.gz, all installing under /usr (the archive: relative to where it is unpacked). What
+# ddprun-dbgsym_<version>_<arch>.ddeb (the debug symbols, split out with objcopy), the .rpm with
+# ddprun-debuginfo-<version>-1.<arch>.rpm (debug symbols and sources; DDPRUN_PACKAGE_BUILD trees
+# only: cmake/PackageBuild.cmake) and the .tar.gz, all installing under /usr (the archive:
+# relative to where it is unpacked). Licence: BSD-3-Clause (LICENSE), in the Debian copyright
+# file, the RPM's License tag and %license file, and the archive's top directory. What
 # only packages carry (copyright, changelog, lintian overrides) comes from stage_extras.cmake;
 # per-generator settings from project_config.cmake. tests/package/test_package.py installs the
 # .deb and checks it, lintian included (make check-package).
@@ -52,12 +55,32 @@ set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)
 # RPM: requirements found by rpmbuild; directories other packages own are not claimed.
 set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
 set(CPACK_RPM_PACKAGE_RELEASE 1)
-set(CPACK_RPM_PACKAGE_LICENSE "Undecided; see /usr/share/doc/ddprun/copyright")
+set(CPACK_RPM_PACKAGE_LICENSE "BSD-3-Clause")  # SPDX, as Fedora and openSUSE spell it
 set(CPACK_RPM_PACKAGE_GROUP "Development/Tools")
-# No /usr/lib/.build-id links: the .rpm holds the same files as the .deb (its debug symbols are
-# not packaged; the .deb's are in the -dbgsym package).
+# No /usr/lib/.build-id links: the .rpm holds the same files as the .deb, plus the licence
+# (stage_extras.cmake) as %license.
 set(CPACK_RPM_SPEC_MORE_DEFINE "%define _build_id_links none")
+set(CPACK_RPM_USER_FILELIST "%license /usr/share/licenses/ddprun/LICENSE")
+# -debuginfo: rpmbuild's find-debuginfo splits the symbols out of the unstripped programs and
+# library (project_config.cmake strips nothing), CPack copies the sources their debug information
+# names under DDPRUN_DEBUG_SOURCE_ROOT to /usr/src/debug/ddprun/src_0 (debugedit rewrites the
+# paths in place: the prefix must not be longer than the link's path).
+if(DDPRUN_PACKAGE_BUILD)
+  set(CPACK_RPM_DEBUGINFO_PACKAGE ON)
+  # Debian installs shared libraries 0644; find-debuginfo only splits executable files (and RPM
+  # distributions ship libraries 0755).
+  set(CPACK_RPM_INSTALL_WITH_EXEC ON)
+  set(CPACK_RPM_DEBUGINFO_FILE_NAME RPM-DEFAULT)
+  set(CPACK_BUILD_SOURCE_DIRS "${DDPRUN_DEBUG_SOURCE_ROOT}")
+  set(CPACK_RPM_BUILD_SOURCE_DIRS_PREFIX /usr/src/debug/ddprun)
+  string(LENGTH "${DDPRUN_DEBUG_SOURCE_ROOT}" _ddprun_root_length)
+  if(_ddprun_root_length LESS 27)  # /usr/src/debug/ddprun/src_0
+    message(FATAL_ERROR "${DDPRUN_DEBUG_SOURCE_ROOT} is shorter than "
+      "/usr/src/debug/ddprun/src_0: the RPM -debuginfo cannot rewrite its paths; build deeper")
+  endif()
+endif()
 set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
+  /usr/share/licenses
   /usr/share/bash-completion /usr/share/bash-completion/completions
   /usr/share/fish /usr/share/fish/vendor_completions.d
   /usr/share/zsh /usr/share/zsh/vendor-completions

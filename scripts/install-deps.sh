@@ -20,6 +20,9 @@ packages=(
   # make package / check-package (packaging/): dpkg-shlibdeps, file, rpmbuild, lintian; the
   # installed package's man pages, completion (bash, zsh, fish) and pkg-config file
   dpkg-dev file rpm lintian man-db bash-completion zsh fish pkg-config
+  devscripts   # make check-package: hardening-check on every program and library of the .deb
+  elfutils     # eu-strip, which rpmbuild's find-debuginfo needs for the -debuginfo .rpm
+  cpio         # check-package reads files out of the .rpm packages (rpm2cpio | cpio)
   etcd-server   # the etcd rendezvous' tests start real etcd members on loopback (not the service)
   # tests/integration/test_slurm.py starts a real Slurm cluster (slurmctld, slurmd per network
   # namespace, munged) under a temp dir; the packages' own services are not used (see below)

@@ -4,6 +4,9 @@ Every option (every spelling) that `<program> --help` lists, and for ddprun-stor
 subcommand and every option of each subcommand's --help, must appear in the built man page
 (build/man/<program>.1.gz) and be offered by the program's bash, zsh and fish completion
 (build/completion/scripts/). A new option without documentation fails `make check` here.
+ddprun-launch (the link to ddprun, torch.distributed.launch's personality) has completion
+scripts of its own, for its own name, checked the same way against `ddprun-launch --help`; its
+man page is ddprun's.
 bash and fish are driven for real (the scripts as the shells load them); the zsh script is
 checked by `zsh -n` and for a spec of every option. The values of enumerated options, argparse
 prefixes, and "no more options after the training script" are checked on ddprun's scripts.
@@ -17,10 +20,13 @@ import docs_lib
 from ddprun_testlib import BUILD_DIR
 
 SCRIPTS = os.path.join(BUILD_DIR, "completion", "scripts")
+# The programs with completion scripts: every installed program, and the ddprun-launch link.
+COMPLETED = dict(docs_lib.PROGRAMS,
+                 **{"ddprun-launch": os.path.join("launcher", "ddprun-launch")})
 
 
 def built(program):
-    path = os.path.join(BUILD_DIR, docs_lib.PROGRAMS[program])
+    path = os.path.join(BUILD_DIR, COMPLETED[program])
     if not os.path.exists(path):
         raise unittest.SkipTest("%s is not built (no gloo?)" % path)
     return path
@@ -83,7 +89,7 @@ class BashCompletion(unittest.TestCase):
                 program, [program + " "], script=script("bash", program))[0]), sorted(subs))
 
     def test_every_program(self):
-        for program in docs_lib.PROGRAMS:
+        for program in COMPLETED:
             with self.subTest(program=program):
                 self.check_offers_every_option(program)
 
@@ -108,6 +114,20 @@ class BashCompletion(unittest.TestCase):
         for (line, expected), reply in zip(cases.items(), replies):
             self.assertEqual(sorted(reply), sorted(expected), line)
 
+    def test_ddprun_launch(self):
+        # The prefix ddprun-launch's users type (argparse's), and a value: its own script, for its
+        # own name (a script registered for ddprun only would make bash_complete exit 4).
+        cases = {
+            "ddprun-launch --nproc": ["--nproc-per-node", "--nproc_per_node"],
+            "ddprun-launch --rdzv-backend ": ["static", "c10d", "etcd", "etcd-v2"],
+            "ddprun-launch --use": ["--use-env", "--use_env"],
+            "ddprun-launch train_does_not_exist.py --nn": [],
+        }
+        replies = docs_lib.bash_complete("ddprun-launch", list(cases),
+                                         script=script("bash", "ddprun-launch"))
+        for (line, expected), reply in zip(cases.items(), replies):
+            self.assertEqual(sorted(reply), sorted(expected), line)
+
     def test_companion_values(self):
         perf = docs_lib.bash_complete("ddprun-allreduce-perf",
                                       ["ddprun-allreduce-perf -d ",
@@ -128,7 +148,7 @@ class ZshCompletion(unittest.TestCase):
             self.skipTest("zsh is not installed (make deps installs it)")
 
     def test_every_program(self):
-        for program in docs_lib.PROGRAMS:
+        for program in COMPLETED:
             with self.subTest(program=program):
                 path = script("zsh", program)
                 result = subprocess.run(["zsh", "-n", path], stderr=subprocess.PIPE, text=True)
@@ -149,7 +169,7 @@ class FishCompletion(unittest.TestCase):
             self.skipTest("fish is not installed (make deps installs it)")
 
     def test_every_program(self):
-        for program in docs_lib.PROGRAMS:
+        for program in COMPLETED:
             with self.subTest(program=program):
                 options = docs_lib.help_options(built(program))
                 lines = [line for line in option_lines(program, options)

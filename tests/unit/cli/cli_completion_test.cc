@@ -40,6 +40,26 @@ TEST_CASE("option --print-completion prints each shell's script and exits", "[cl
   }
 }
 
+TEST_CASE("ddprun-launch --print-completion completes ddprun-launch", "[cli][completion]") {
+  // Under torch.distributed.launch's personality the script registers for the link's name (the
+  // shells look it up by the command typed), with ddprun's options; ddprun's own does not.
+  const std::map<std::string, std::string> markers = {
+      {"bash", "complete -F _ddprun_launch ddprun-launch\n"},
+      {"zsh", "#compdef ddprun-launch\n"},
+      {"fish", "complete -c ddprun-launch "}};
+  for (const auto& [shell, marker] : markers) {
+    const CliResult result = ddprun::cli::ParseCommandLine(
+        {"--print-completion", shell},
+        [](const std::string&) -> std::optional<std::string> { return std::nullopt; },
+        [] { return ddprun::cli::GpuCount{}; }, cli::Personality::kLegacyLaunch);
+    REQUIRE(result.action == CliResult::Action::kPrintAndExit);
+    CHECK_THAT(result.text, Catch::Contains(marker));
+    CHECK_THAT(result.text, Catch::Contains("--nproc-per-node"));
+    CHECK_THAT(result.text, Catch::Contains("ddprun-launch --print-completion " + shell));
+    CHECK_THAT(Parse({"--print-completion", shell}).text, !Catch::Contains(marker));
+  }
+}
+
 TEST_CASE("option --print-completion refuses a shell it has no script for", "[cli][completion]") {
   try {
     Parse({"--print-completion", "tcsh"});
