@@ -159,6 +159,7 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
   // Between the agent and --event_log's sink: what --health_port shows.
   telemetry::AgentTelemetry agent_telemetry(spec.max_restarts, &sinks);
   agent_telemetry.SetStoreLoad(HostedStoreLoad(*backend));
+  agent_telemetry.SetActivity([&processes] { return processes.LastActivity(); });
   const auto health = ServeHealth(io, config, agent_telemetry);
   elastic::Agent agent(spec, backend->agent_options, *backend->rendezvous, processes,
                        {runner ? &*runner : nullptr, backend->monitor.get(), &agent_telemetry});

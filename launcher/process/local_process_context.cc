@@ -214,6 +214,14 @@ void LocalProcessContext::PrepareAttemptDir(const elastic::AttemptLaunch& attemp
   }
 }
 
+std::optional<std::chrono::steady_clock::time_point> LocalProcessContext::LastActivity() const {
+  auto last = last_output_;
+  if (const auto pulse = watchdog_ ? watchdog_->LastActivity() : std::nullopt) {
+    if (!last || *pulse > *last) last = pulse;
+  }
+  return last;
+}
+
 std::vector<pid_t> LocalProcessContext::Pids() const {
   std::vector<pid_t> pids;
   for (const auto& worker : workers_) pids.push_back(worker->pid > 0 ? worker->pid : 0);
@@ -311,6 +319,7 @@ void LocalProcessContext::StartWorker(const WorkerLaunch& launch) {
       if (file) file->Write(chunk);
       if (raw_to_console) WriteAll(console_fd, chunk);
       if (is_stderr) OnStderr(*self, chunk);
+      last_output_ = std::chrono::steady_clock::now();
       if (watchdog_) watchdog_->Progress(rank);
     };
     LogPipe::LineHandler on_line;

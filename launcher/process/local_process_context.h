@@ -6,7 +6,9 @@
 #pragma once
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/asio.h"
@@ -45,6 +47,9 @@ class LocalProcessContext : public elastic::ProcessContext {
   ~LocalProcessContext() override;
 
   std::vector<pid_t> Pids() const override;
+  // When a worker last showed progress: bytes on a watched stream (stderr always, stdout with
+  // --hang-timeout), a pulse, a file-timer request; none since the first start.
+  std::optional<std::chrono::steady_clock::time_point> LastActivity() const;
   void Start(const elastic::AttemptLaunch& attempt, elastic::WorkerEvents events) override;
   void DumpStacks(std::chrono::milliseconds window, std::function<void()> done) override;
   void Signal(int local_rank, int signal) override;
@@ -73,6 +78,7 @@ class LocalProcessContext : public elastic::ProcessContext {
   asio::steady_timer dump_timer_;
   std::vector<std::shared_ptr<Worker>> workers_;
   std::unique_ptr<WorkerWatchdog> watchdog_;
+  std::optional<std::chrono::steady_clock::time_point> last_output_;  // of any attempt
   elastic::WorkerEvents events_;
   std::function<void()> on_stopped_;
   std::function<void()> on_dumped_;

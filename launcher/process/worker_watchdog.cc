@@ -94,7 +94,8 @@ void WorkerWatchdog::Arm(const std::vector<pid_t>& pids) {
 }
 
 void WorkerWatchdog::Progress(int local_rank) {
-  if (progress_ && armed_) progress_->Note(local_rank, steady_clock::now());
+  last_activity_ = steady_clock::now();
+  if (progress_ && armed_) progress_->Note(local_rank, *last_activity_);
 }
 
 void WorkerWatchdog::Exited(int local_rank) {

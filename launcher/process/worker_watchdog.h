@@ -6,6 +6,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <utility>
@@ -41,6 +42,8 @@ class WorkerWatchdog {
   void Arm(const std::vector<pid_t>& pids);
   // Output of a worker (any bytes on a watched stream).
   void Progress(int local_rank);
+  // When a worker last showed progress here (a pulse, a timer request, output); none yet.
+  std::optional<std::chrono::steady_clock::time_point> LastActivity() const { return last_activity_; }
   void Exited(int local_rank);
   // No more reports (the group is being stopped); the FIFOs stay until destruction.
   void Quiet();
@@ -66,6 +69,7 @@ class WorkerWatchdog {
   asio::steady_timer deadline_;
   bool armed_ = false;
   bool quiet_ = false;
+  std::optional<std::chrono::steady_clock::time_point> last_activity_;
   bool bad_line_logged_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

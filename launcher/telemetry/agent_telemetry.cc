@@ -169,6 +169,15 @@ void AgentTelemetry::RefreshGauges() {
   series_->healthy.Set(Healthy() ? 1 : 0);
 }
 
+// The later of the last worker event and the last activity the process side saw.
+std::optional<Clock::TimePoint> AgentTelemetry::LastProgress() {
+  std::optional<Clock::TimePoint> last = state_.last_progress;
+  if (const auto seen = activity_ ? activity_() : std::nullopt) {
+    if (!last || *seen > *last) last = seen;
+  }
+  return last;
+}
+
 nlohmann::json AgentTelemetry::HealthJson() {
   const Clock::TimePoint now = clock_.Now();
   nlohmann::json body{{"state", state_.state},
@@ -179,13 +188,18 @@ nlohmann::json AgentTelemetry::HealthJson() {
                       {"max_restarts", state_.max_restarts},
                       {"last_progress_age_s", nullptr},
                       {"uptime_s", Seconds(now - started_)}};
-  if (state_.last_progress) body["last_progress_age_s"] = Seconds(now - *state_.last_progress);
+  if (const auto last = LastProgress()) body["last_progress_age_s"] = Seconds(now - *last);
   if (!Healthy()) body["reason"] = state_.reason;
   return body;
 }
 
 std::string AgentTelemetry::MetricsText() {
-  series_->uptime.Set(Seconds(clock_.Now() - started_));
+  const Clock::TimePoint now = clock_.Now();
+  series_->uptime.Set(Seconds(now - started_));
+  if (const auto last = LastProgress()) {  // as wall time, from its age on the steady clock
+    series_->last_progress.Set(static_cast<double>(WallClockMs(clock_)) / 1000.0 -
+                               Seconds(now - *last));
+  }
   const std::optional<StoreLoad> load = store_ ? store_() : std::nullopt;
   series_->store_connections.Set(load ? static_cast<double>(load->connections) : 0.0);
   if (load) CatchUp(series_->store_requests, static_cast<double>(load->requests));

@@ -26,6 +26,9 @@ struct StoreLoad {
   std::uint64_t requests = 0;
 };
 using StoreLoadReader = std::function<std::optional<StoreLoad>()>;  // none: serves none now
+// When a worker last showed progress (output, a pulse, a file-timer request), read at each
+// probe and scrape; none: nothing seen yet.
+using ActivityReader = std::function<std::optional<Clock::TimePoint>()>;
 
 // What the agent knows of itself, as /healthz shows it.
 struct HealthState {
@@ -34,7 +37,8 @@ struct HealthState {
   int restart_count = 0;
   int max_restarts = 0;
   int workers_running = 0;
-  std::optional<Clock::TimePoint> last_progress;  // the last worker event (started, exited)
+  // The last worker event (started, exited); the ActivityReader adds output and pulses.
+  std::optional<Clock::TimePoint> last_progress;
   std::string reason;                             // why unhealthy; "" when healthy
 };
 
@@ -47,6 +51,7 @@ class AgentTelemetry : public elastic::EventSink {
 
   void Record(const std::string& event, const nlohmann::json& fields) override;
   void SetStoreLoad(StoreLoadReader reader) { store_ = std::move(reader); }
+  void SetActivity(ActivityReader reader) { activity_ = std::move(reader); }
 
   const HealthState& State() const { return state_; }
   bool Healthy() const { return state_.reason.empty(); }
@@ -60,12 +65,14 @@ class AgentTelemetry : public elastic::EventSink {
   struct Series;
   void Apply(const std::string& event, const nlohmann::json& fields);
   void RefreshGauges();
+  std::optional<Clock::TimePoint> LastProgress();
 
   elastic::EventSink* next_;
   Clock& clock_;
   Clock::TimePoint started_;
   HealthState state_;
   StoreLoadReader store_;
+  ActivityReader activity_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Series> series_;
 };

@@ -107,6 +107,25 @@ class HealthTest(lib.DdprunTestCase):
             self.assertExit(result, 0)
             self.assertNoLauncherTraceback(result)
 
+    def test_worker_output_is_progress(self):
+        # The worker's start is progress; the age grows while it is silent and falls back when
+        # it writes a line on stderr (which the launcher relays).
+        log = self.path("events.jsonl")
+        speak, said = self.path("speak"), self.path("said")
+        proc = self.start_ddprun("--health_port=0", "--event_log=" + log, lib.FAKE_WORKER,
+                                 "--wait-for-file", speak, "--print-err", "step 1",
+                                 "--write", said, "1", "--wait-for-file", self.release)
+        address = self.endpoint(proc, log)
+        silent = self.wait_health(address, "a silent second",
+                                  lambda status, h: (h["last_progress_age_s"] or 0) >= 1.0)
+        with open(speak, "w"):
+            pass
+        self.wait_for_files([said], timeout=30, proc=proc)
+        health = self.wait_health(address, "the line counted as progress",
+                                  lambda status, h: h["last_progress_age_s"] < 1.0)
+        self.assertLess(health["last_progress_age_s"], silent["last_progress_age_s"])
+        self.finish_released([proc])
+
     # (a) and (e)
     def test_running_job_is_healthy_and_its_metrics_parse(self):
         log = self.path("events.jsonl")

@@ -87,6 +87,22 @@ TEST_CASE("telemetry: a running round shows its round, world size, rank and prog
   CHECK(samples.at("ddprun_last_progress_timestamp_seconds") == 1'700'000'000.0);
 }
 
+TEST_CASE("telemetry: worker output or a pulse after the start is progress", "[telemetry]") {
+  testing::FakeClock clock;
+  AgentTelemetry telemetry(3, nullptr, clock);
+  std::optional<Clock::TimePoint> seen;
+  telemetry.SetActivity([&seen] { return seen; });
+  FormRound(telemetry, 0, 0);
+  clock.Advance(std::chrono::seconds(10));
+  seen = clock.Now();  // a line on stderr, say, 10 s after the start
+  clock.Advance(std::chrono::milliseconds(500));
+  CHECK(telemetry.HealthJson().at("last_progress_age_s") == 0.5);
+  CHECK(Samples(telemetry.MetricsText()).at("ddprun_last_progress_timestamp_seconds") ==
+        1'700'000'010.0);
+  seen = clock.Now() - std::chrono::seconds(60);  // older than the start: the start counts
+  CHECK(telemetry.HealthJson().at("last_progress_age_s") == 10.5);
+}
+
 TEST_CASE("telemetry: a lost node, a failure and a hang move their counters by one each",
           "[telemetry]") {
   testing::FakeClock clock;
