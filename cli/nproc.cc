@@ -83,8 +83,9 @@ GpuCount CudaDeviceCount() {
 GpuBusIds CudaPciBusIds() {
   const GpuCount count = CudaDeviceCount();  // cuInit, once per process in the driver
   GpuBusIds found{count.count, {}, count.reason};
+  void* library = count.count > 0 ? CudaDriver() : nullptr;  // loaded: CudaDeviceCount found GPUs
   for (int index = 0; index < count.count; ++index) {
-    const std::string id = BusIdOf(CudaDriver(), index, found.reason);
+    const std::string id = BusIdOf(library, index, found.reason);
     if (id.empty()) return {count.count, {}, found.reason};
     found.ids.push_back(id);
   }

@@ -80,8 +80,7 @@ void TorchelasticEvents::OnWorkerExited(const nlohmann::json& fields) {
   worker.exit_code = fields.value("exitcode", 0);
   // As torch 2.x: a worker stopped by the agent's signal (e.g. -15) after a peer failed is a
   // failure too; only one that exited 0 counts as terminated.
-  worker.failed = *worker.exit_code != 0;
-  if (worker.failed) {
+  if (worker.Failed()) {
     worker.raw_error = fields.contains("error_file") ? fields["error_file"].get<std::string>()
                                                      : std::string(kNoErrorFile);
   }
@@ -102,8 +101,8 @@ void TorchelasticEvents::OnFinished(const nlohmann::json& fields) {
 // torchrun's _get_worker_state: a failed group's workers that did not fail were terminated.
 void TorchelasticEvents::TellWorkers(bool succeeded) {
   for (const Worker& worker : workers_) {
-    const std::string state = succeeded ? "SUCCEEDED" : worker.failed ? "FAILED" : "TERMINATED";
-    Tell(state, "WORKER", &worker, worker.failed ? worker.raw_error : std::nullopt, std::nullopt);
+    const std::string state = succeeded ? "SUCCEEDED" : worker.Failed() ? "FAILED" : "TERMINATED";
+    Tell(state, "WORKER", &worker, worker.raw_error, std::nullopt);  // set for failures only
   }
 }
 
@@ -116,8 +115,8 @@ void TorchelasticEvents::Tell(const std::string& state, const std::string& sourc
     inner["local_rank"] = {worker->local_rank};
     inner["role_rank"] = {worker->global_rank};  // one role per job: role ranks are global
     inner["role_world_size"] = {world_size_};
-    inner["exit_code"] = {worker->failed ? OrNull(worker->exit_code) : nullptr};
-    inner["worker_pid"] = {worker->failed ? OrNull(worker->pid) : nullptr};
+    inner["exit_code"] = {worker->Failed() ? OrNull(worker->exit_code) : nullptr};
+    inner["worker_pid"] = {worker->Failed() ? OrNull(worker->pid) : nullptr};
   }
   const auto run_time = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now() - started_);
   nlohmann::ordered_json metadata{

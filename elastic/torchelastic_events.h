@@ -34,7 +34,6 @@ struct TorchelasticRun {
   std::string run_id;
   std::string rdzv_backend;  // static, c10d, etcd or etcd-v2, as torchrun's get_backend()
   std::string entry_point;   // the workers' program's base name: the interpreter, or the script
-  int max_restarts = 0;
 };
 
 class TorchelasticEvents : public EventSink {
@@ -50,8 +49,8 @@ class TorchelasticEvents : public EventSink {
     int global_rank = 0;
     std::optional<int> pid;
     std::optional<int> exit_code;  // set once it exited
-    bool failed = false;           // exited non-zero
     std::optional<std::string> raw_error;
+    bool Failed() const { return exit_code && *exit_code != 0; }
   };
 
   void OnRoundFormed(const nlohmann::json& fields);

@@ -65,7 +65,6 @@ std::unique_ptr<elastic::TorchelasticEvents> OpenConsoleEvents(const LaunchConfi
   run.rdzv_backend = config.standalone ? "c10d" : config.rdzv_backend;
   // torch's get_entrypoint_name(): the program's base name ("python3", "train.sh").
   run.entry_point = spec.command.empty() ? "" : std::filesystem::path(spec.command.front()).filename();
-  run.max_restarts = config.max_restarts;
   return std::make_unique<elastic::TorchelasticEvents>(run, [](const std::string& line) {
     const std::string text = line + "\n";
     process::WriteAll(STDERR_FILENO, text);

@@ -69,7 +69,7 @@ struct AgentTelemetry::Series {
         budget(Add(BuildGauge(), r, "ddprun_restart_budget_remaining",
                    "--max_restarts minus the job's restart count")),
         last_progress(Add(BuildGauge(), r, "ddprun_last_progress_timestamp_seconds",
-                          "Epoch seconds of the last worker start or exit (0: none yet)")),
+                          "Epoch seconds of the last worker progress: start, exit, output, pulse (0: none yet)")),
         healthy(Add(BuildGauge(), r, "ddprun_healthy", "1 while /healthz answers 200, else 0")),
         uptime(Add(BuildGauge(), r, "ddprun_uptime_seconds", "Seconds since the agent started")),
         store_connections(Add(BuildGauge(), r, "ddprun_store_connections",
@@ -130,11 +130,9 @@ void AgentTelemetry::Apply(const std::string& event, const nlohmann::json& field
     state_.state = "healthy";
     state_.workers_running = static_cast<int>(fields.value("ranks", nlohmann::json::array()).size());
     state_.last_progress = clock_.Now();
-    series_->last_progress.Set(static_cast<double>(WallClockMs(clock_)) / 1000.0);
   } else if (event == "worker_exited") {
     state_.workers_running = std::max(0, state_.workers_running - 1);
     state_.last_progress = clock_.Now();
-    series_->last_progress.Set(static_cast<double>(WallClockMs(clock_)) / 1000.0);
     if (fields.value("exitcode", 0) != 0 && !fields.value("expected", false)) {
       series_->worker_failures.Increment();
     }

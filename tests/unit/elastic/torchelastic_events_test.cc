@@ -13,7 +13,7 @@ struct Told {
   ddprun::testing::FakeClock clock;
   std::vector<json> lines;
   std::vector<std::string> raw;
-  TorchelasticEvents events{{"job7", "c10d", "/usr/bin/python3", 2},
+  TorchelasticEvents events{{"job7", "c10d", "/usr/bin/python3"},
                             [this](const std::string& line) {
                               raw.push_back(line);
                               lines.push_back(json::parse(line));
