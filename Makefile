@@ -14,6 +14,13 @@ FUZZ_DIR ?= build-fuzz
 # Seconds of fuzzing per libFuzzer target (make fuzz), FUZZ_JOBS targets at a time.
 FUZZ_SECONDS ?= 60
 FUZZ_JOBS ?= 2
+# make chaos: network-fault schedules (tests/chaos/, docs/reliability.md "Network faults"), the
+# seed's schedules FIRST..FIRST+SCHEDULES-1 and every regression schedule; CHAOS_OUT keeps the
+# histories.
+SEED ?= 1
+SCHEDULES ?= 10
+FIRST ?= 0
+CHAOS_FLAGS ?= --regressions tests/chaos/regressions.txt
 BUILD_TYPE ?= RelWithDebInfo
 # -O0 compiles about twice as fast as -O2 under ASan, which matters on 2 cores; ASan/UBSan
 # find the same bugs.
@@ -41,7 +48,7 @@ CTEST_TIMEOUT ?= 600
 CTEST_FLAGS ?= --output-on-failure -j$(CTEST_JOBS) --timeout $(CTEST_TIMEOUT)
 
 .PHONY: all deps configure build demo torch2-venv check check-sanitize check-tsan check-package \
-  package fuzz fuzz-build \
+  package fuzz fuzz-build chaos \
   bench man clean help
 
 all: build
@@ -54,6 +61,7 @@ help:
 	@echo "make check-sanitize  ASan/UBSan build in $(SANITIZE_DIR)/ + tests except interop"
 	@echo "make check-tsan      ThreadSanitizer build in $(TSAN_DIR)/ + tests except interop"
 	@echo "make fuzz            libFuzzer targets (clang, $(FUZZ_DIR)/), $(FUZZ_SECONDS) s each"
+	@echo "make chaos           SEED=… SCHEDULES=… network-fault schedules on netns hosts, checked"
 	@echo "make bench           every bench/*.py script"
 	@echo "make man             every program's man page ($(BUILD_DIR)/man/*.1.gz)"
 	@echo "make package         .deb (+ -dbgsym), .rpm (+ -debuginfo), .tar.gz in $(BUILD_DIR)/"
@@ -137,6 +145,15 @@ fuzz: deps
 
 fuzz-build:
 	scripts/run-fuzz.sh build $(FUZZ_DIR)
+
+# Seeded network-fault schedules against real agents and PyTorch workers on netns hosts, each
+# history checked for split brain, restart counts, stale workers, quorum, steps, leftovers and
+# recovery (tests/chaos/chaos.py). Needs root; skipped (exit 77 -> 0) without netns or torch.
+chaos: build
+	$(PYTHON) -m unittest discover -s tests/chaos -p 'test_*.py'
+	DDPRUN_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PYTHON) tests/chaos/chaos.py --seed '$(SEED)' \
+	  --schedules $(SCHEDULES) --first $(FIRST) $(if $(CHAOS_OUT),--out $(CHAOS_OUT)) \
+	  $(CHAOS_FLAGS) || { status=$$?; [ $$status -eq 77 ] || exit $$status; }
 
 bench: build
 	torch2="$$(cat $(BUILD_DIR)/torch2-python 2>/dev/null || true)"; \

@@ -16,6 +16,7 @@ demo_packages=(
 packages=(
   "${demo_packages[@]}"
   scdoc iproute2 procps time
+  iptables   # make chaos: partitions (DROP) and packet loss (statistic match) per simulated host
   clang libclang-rt-14-dev   # make fuzz: clang++ and libFuzzer (a recommend of clang, so named)
   # make package / check-package (packaging/): dpkg-shlibdeps, file, rpmbuild, lintian; the
   # installed package's man pages, completion (bash, zsh, fish) and pkg-config file

@@ -1,0 +1,344 @@
+"""The chaos harness's moving parts: simulated hosts, their network faults, the ddprun agents
+(one per host, restarted like a supervisor would), and the recorder of the history the checker
+reads (checker.py). chaos.py runs schedules with it.
+
+Hosts are network namespaces on one bridge (ddprun_testlib.NetnsHosts, 10.213.8.0/24). Each runs
+one agent (`--rdzv_backend=c10d`, the same three endpoints, `--nnodes=2:3`, NPROC workers of
+chaos_train.py). Faults:
+- partitions: iptables DROP rules in the cut host's namespace (INPUT from and/or OUTPUT to the
+  other hosts' addresses): symmetric or one-way, no FIN, no RST;
+- loss: tc netem where the kernel has sch_netem, else the iptables statistic match (each packet
+  in and out of the host dropped with the probability); delay and jitter: tc netem only (the
+  harness reports when the kernel lacks it and the schedules then have no delay episodes);
+- pause: SIGSTOP/SIGCONT of the agent (its workers and its in-process store, if it serves one,
+  stop answering with it);
+- kills: SIGKILL of an agent with its workers (a lost machine; restarted at heal, as a machine
+  that reboots would be) or of one worker.
+Every fault is healed before the schedule ends; the recorder keeps wall-clock times of each
+injection and heal, each agent incarnation (start, exit, code, error lines, event log), and the
+process table's changes (each host's live worker pids, sampled every SAMPLE_INTERVAL s).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import ddprun_testlib as lib  # noqa: E402
+
+TRAIN = os.path.join(HERE, "chaos_train.py")
+NPROC = 1
+HOST_VAR = "DDPRUN_CHAOS_HOST"
+RDZV_PORT = 29500
+KEEP_ALIVE_INTERVAL, KEEP_ALIVE_MAX_ATTEMPT = 1, 3
+HEARTBEAT_TIMEOUT = KEEP_ALIVE_INTERVAL * KEEP_ALIVE_MAX_ATTEMPT
+RDZV_CONF = ("keep_alive_interval=%d,keep_alive_max_attempt=%d,last_call_timeout=1,"
+             "join_timeout=60" % (KEEP_ALIVE_INTERVAL, KEEP_ALIVE_MAX_ATTEMPT))
+MAX_RESTARTS = 20
+CKPT_EVERY = 5
+STEP_SLEEP = 0.1
+SAMPLE_INTERVAL = 0.1
+AGENT_RESTARTS_PER_HOST = 4  # per schedule: an agent that keeps dying is not restarted forever
+
+
+def _run(args, check=True):
+    result = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, timeout=30, text=True)
+    if check and result.returncode != 0:
+        raise RuntimeError("%s: %s" % (" ".join(args), result.stderr.strip()))
+    return result.returncode == 0
+
+
+def have_netem():
+    """Whether this kernel has sch_netem (tried on loopback in a scratch namespace)."""
+    name = "ddpnetem%d" % os.getpid()
+    if not _run(["ip", "netns", "add", name], check=False):
+        return False
+    try:
+        return _run(["ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "lo", "root",
+                     "netem", "delay", "1ms"], check=False)
+    finally:
+        _run(["ip", "netns", "del", name], check=False)
+
+
+class Network:
+    """Network faults on lib.NetnsHosts: each host's own filter table and qdisc, nothing in the
+    root namespace. heal(host) removes every fault of that host."""
+
+    def __init__(self, hosts, netem):
+        self.hosts, self.netem = hosts, netem
+
+    def _ipt(self, host, *args):
+        _run(self.hosts.exec_prefix(host) + ["iptables", "-w", "5"] + list(args))
+
+    def _others(self, host):
+        return [a for h, a in enumerate(self.hosts.addresses) if h != host]
+
+    def cut(self, host, inbound, outbound):
+        for other in self._others(host):
+            if inbound:
+                self._ipt(host, "-A", "INPUT", "-s", other, "-j", "DROP")
+            if outbound:
+                self._ipt(host, "-A", "OUTPUT", "-d", other, "-j", "DROP")
+
+    def lose(self, host, percent):
+        if self.netem:
+            self._netem(host, "loss", "%d%%" % percent)
+            return
+        for chain in ("INPUT", "OUTPUT"):
+            self._ipt(host, "-A", chain, "-m", "statistic", "--mode", "random", "--probability",
+                      "%.4f" % (percent / 100.0), "-j", "DROP")
+
+    def delay(self, host, ms, jitter):
+        if not self.netem:
+            raise RuntimeError("delay needs sch_netem")
+        self._netem(host, "delay", "%dms" % ms, "%dms" % jitter)
+
+    def _netem(self, host, *args):
+        # The host's veth (what it sends) and its bridge port (what it receives).
+        _run(self.hosts.exec_prefix(host) + ["tc", "qdisc", "replace", "dev",
+                                             self.hosts.devices[host], "root", "netem"] +
+             list(args))
+        _run(["ip", "netns", "exec", self.hosts.bridge_namespace, "tc", "qdisc", "replace",
+              "dev", self.hosts.bridge_ports[host], "root", "netem"] + list(args))
+
+    def heal(self, host):
+        self._ipt(host, "-F", "INPUT")
+        self._ipt(host, "-F", "OUTPUT")
+        if self.netem:
+            _run(self.hosts.exec_prefix(host) + ["tc", "qdisc", "del", "dev",
+                                                 self.hosts.devices[host], "root"], check=False)
+            _run(["ip", "netns", "exec", self.hosts.bridge_namespace, "tc", "qdisc", "del",
+                  "dev", self.hosts.bridge_ports[host], "root"], check=False)
+
+
+class Agent:
+    """One incarnation of a host's agent: its process and what it left (recorded as a dict)."""
+
+    def __init__(self, proc, host, incarnation, event_log, err_path):
+        self.proc, self.host, self.incarnation = proc, host, incarnation
+        self.event_log, self.err_path = event_log, err_path
+        self.start_t, self.exit_t = time.time(), None
+
+    def record(self):
+        err = lib.read_file(self.err_path) if os.path.exists(self.err_path) else ""
+        return {"host": self.host, "incarnation": self.incarnation, "pid": self.proc.pid,
+                "start": self.start_t, "exit": self.exit_t, "rc": self.proc.returncode,
+                "errors": [ln for ln in err.splitlines() if is_error(ln)],
+                "foreign": [ln for ln in err.splitlines() if not is_launcher(ln)][:12],
+                "stderr_tail": err.splitlines()[-12:], "events": _read_jsonl(self.event_log)}
+
+
+def is_launcher(line):
+    """A line of the launcher's own log ("[ddprun] W1127 ...") or its final "ddprun: error:"."""
+    return line.startswith("[ddprun] ") or line.startswith("ddprun: ")
+
+
+def is_error(line):
+    return line.startswith("[ddprun] E") or line.startswith("ddprun: error:")
+
+
+def _read_jsonl(path):
+    entries = []
+    if os.path.exists(path):
+        for line in lib.read_file(path).splitlines():
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                pass
+    return entries
+
+
+class Job:
+    """One schedule's job: a directory, a marker, one agent per host, the recorder."""
+
+    def __init__(self, hosts, workdir, rdzv_id, python):
+        self.hosts, self.dir, self.rdzv_id, self.python = hosts, workdir, rdzv_id, python
+        self.job_dir = os.path.join(workdir, "job")
+        os.makedirs(self.job_dir)
+        self.steps_log = os.path.join(self.job_dir, "steps.log")
+        self.marker = os.path.basename(workdir) + "-" + rdzv_id
+        self.endpoints = ",".join("%s:%d" % (a, RDZV_PORT) for a in hosts.addresses)
+        self.agents = {}       # host -> current Agent
+        self.finished = []     # every exited Agent
+        self.restarts = {h: 0 for h in range(len(hosts.addresses))}
+        self.samples = []      # [t, host, [pids]] on each change
+        self._last_sample = {}
+        self._stop = threading.Event()
+        self._sampler = threading.Thread(target=self._sample_loop, daemon=True)
+        self._steps_offset, self._steps = 0, []
+
+    # -- agents --------------------------------------------------------------------------------
+
+    def start_agent(self, host):
+        incarnation = sum(1 for a in self.finished if a.host == host) + (
+            1 if host in self.agents else 0)
+        tag = "h%d_%d" % (host, incarnation)
+        event_log = os.path.join(self.dir, "events_%s.jsonl" % tag)
+        out_path, err_path = (os.path.join(self.dir, "agent_%s.%s" % (tag, s))
+                              for s in ("out", "err"))
+        env = lib.clean_env({"GLOO_SOCKET_IFNAME": self.hosts.devices[host],
+                             HOST_VAR: str(host), lib.MARKER_VAR: self.marker})
+        args = self.hosts.exec_prefix(host) + [
+            lib.DDPRUN, "--nnodes=2:%d" % len(self.hosts.addresses),
+            "--nproc_per_node=%d" % NPROC, "--rdzv_backend=c10d",
+            "--rdzv_endpoint=%s" % self.endpoints, "--rdzv_id=%s" % self.rdzv_id,
+            "--max_restarts=%d" % MAX_RESTARTS, "--rdzv_conf=%s" % RDZV_CONF,
+            "--local_addr=%s" % self.hosts.addresses[host], "--event_log=%s" % event_log,
+            # The workers' output to files: the agent's stderr holds the launcher's lines only.
+            "--redirects=3", "--log_dir=%s" % os.path.join(self.dir, "logs_%s" % tag),
+            "--python", self.python, TRAIN, self.job_dir, "--ckpt-every", str(CKPT_EVERY),
+            "--sleep", str(STEP_SLEEP), "--max-steps", "20000"]
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err, start_new_session=True, cwd=self.dir)
+        self.agents[host] = Agent(proc, host, incarnation, event_log, err_path)
+        return self.agents[host]
+
+    def listening(self, host):
+        """Whether host's namespace has a listener on RDZV_PORT (its agent serves the store)."""
+        agent = self.agents.get(host)
+        if agent is None or agent.proc.poll() is not None:
+            return False
+        for table in ("tcp", "tcp6"):
+            try:
+                with open("/proc/%d/net/%s" % (agent.proc.pid, table)) as f:
+                    for line in f.read().splitlines()[1:]:
+                        fields = line.split()
+                        if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == RDZV_PORT:
+                            return True
+            except OSError:
+                pass
+        return False
+
+    def reap(self):
+        """Moves exited agents to self.finished; returns them."""
+        gone = []
+        for host, agent in list(self.agents.items()):
+            if agent.proc.poll() is not None:
+                agent.exit_t = time.time()
+                self.finished.append(agent)
+                del self.agents[host]
+                gone.append(agent)
+        return gone
+
+    @staticmethod
+    def _is_worker(pid):
+        """A chaos_train.py worker (the agent's own command line names the script too)."""
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\0")
+        return b"ddprun" not in argv[0] and any(a.endswith(b"chaos_train.py") for a in argv)
+
+    def host_pids(self, host, workers_only=False):
+        needle = ("%s=%d" % (HOST_VAR, host)).encode()
+        pids = []
+        for pid in lib.pids_with_marker(self.marker):
+            try:
+                with open("/proc/%d/environ" % pid, "rb") as f:
+                    if needle not in f.read().split(b"\0"):
+                        continue
+                if workers_only and not self._is_worker(pid):
+                    continue
+                if lib.is_alive(pid):
+                    pids.append(pid)
+            except OSError:
+                pass
+        return pids
+
+    def kill_host(self, host):
+        """SIGKILL of host's agent first (it cannot react), then everything else of the host."""
+        agent = self.agents.get(host)
+        if agent is not None:
+            lib.kill_quietly(agent.proc.pid)
+        for pid in self.host_pids(host):
+            lib.kill_quietly(pid)
+
+    def signal_agent(self, host, sig):
+        agent = self.agents.get(host)
+        if agent is not None:
+            lib.kill_quietly(agent.proc.pid, sig)
+        return agent is not None
+
+    def kill_worker(self, host):
+        pids = self.host_pids(host, workers_only=True)
+        if pids:
+            lib.kill_quietly(min(pids))
+        return pids[:1]
+
+    # -- the recorder --------------------------------------------------------------------------
+
+    def start_sampler(self):
+        self._sampler.start()
+
+    def _sample_loop(self):
+        while not self._stop.wait(SAMPLE_INTERVAL):
+            self.sample()
+
+    def sample(self):
+        now = time.time()
+        live = {h: [] for h in range(len(self.hosts.addresses))}
+        for pid in lib.pids_with_marker(self.marker):
+            try:
+                if not self._is_worker(pid):
+                    continue
+                with open("/proc/%d/environ" % pid, "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if not lib.is_alive(pid):
+                continue
+            for entry in env:
+                if entry.startswith(HOST_VAR.encode() + b"="):
+                    live.setdefault(int(entry.split(b"=", 1)[1]), []).append(pid)
+        for host, pids in live.items():
+            pids = sorted(pids)
+            if self._last_sample.get(host) != pids:
+                self._last_sample[host] = pids
+                self.samples.append([now, host, pids])
+
+    def stop_sampler(self):
+        self._stop.set()
+        if self._sampler.is_alive():
+            self._sampler.join(timeout=5)
+
+    def steps(self):
+        """Every line of steps.log so far (read incrementally)."""
+        if os.path.exists(self.steps_log):
+            with open(self.steps_log, "rb") as f:
+                f.seek(self._steps_offset)
+                data = f.read()
+            end = data.rfind(b"\n") + 1  # a line being written is read next time
+            for line in data[:end].splitlines():
+                try:
+                    self._steps.append(json.loads(line))
+                except ValueError:
+                    pass
+            self._steps_offset += end
+        return self._steps
+
+    def started(self):
+        records = []
+        for name in os.listdir(self.job_dir):
+            if name.startswith("started_") and ".tmp." not in name:
+                try:
+                    records.append(lib.read_json(os.path.join(self.job_dir, name)))
+                except ValueError:
+                    pass
+        return records
+
+    def leftovers(self):
+        return lib.pids_with_marker(self.marker)
+
+    def kill_everything(self):
+        for _ in range(3):
+            pids = self.leftovers()
+            if not pids:
+                return
+            for pid in pids:
+                lib.kill_quietly(pid, signal.SIGCONT)
+                lib.kill_quietly(pid)
+            time.sleep(0.1)
