@@ -161,6 +161,7 @@ void DynamicRendezvous::AfterArrival(const Ticket& ticket,
       member && MarkAccounted(round, previous->group_rank, previous->group_world_size);
   if (number == 1) store_->SetString(keys_.Hint(), std::to_string(round));
   if (missed_one) SignalWaiting(round - 1, ticket);
+  if (member) AnnounceRejoin(*previous);
   if (round > 0) AwaitEndOf(round - 1, ticket, deadline);
   if (number >= options_.min_nodes) store_->SetString(RoundKey(round, "min"), "1");
   if (all_accounted && AccountedAndSealable(round)) {
@@ -183,6 +184,18 @@ void DynamicRendezvous::SignalWaiting(int round, const Ticket& mine) {
   if (IntField(sealed, "nodes") >= options_.max_nodes) return;  // no room: wait for a change
   Announce(round, {RoundChange::Kind::kNodeWaiting, -1, options_.node.host,
                    "node " + options_.node.host + " is waiting to join"});
+}
+
+// A member back at the next round ends its round if nothing did yet: it stopped its workers
+// without a word (the store did not answer it: a partition, a loss, a paused process), so the
+// others still run theirs and would never see a change, and every member back would wait for
+// one as a hot spare of its own round. Its group rank names it; no restart is spent.
+void DynamicRendezvous::AnnounceRejoin(const FormedRound& previous) {
+  if (store_->Check({RoundKey(previous.round, "change")})) return;
+  Announce(previous.round,
+           {RoundChange::Kind::kNodeWaiting, previous.group_rank, options_.node.host,
+            "node " + std::to_string(previous.group_rank) + " (" + options_.node.host +
+                ") rejoins: it stopped its workers when the rendezvous store did not answer it"});
 }
 
 // Round `round` + 1 may form only once the members of `round` are leaving it, so that a

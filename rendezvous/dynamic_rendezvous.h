@@ -268,6 +268,7 @@ class DynamicRendezvous {
   // (ticket, nproc) of the nodes of `round`'s `nodes` arrivals that died while it formed.
   std::vector<std::pair<int, int>> DeadWhileForming(int round, int nodes);
   void SignalWaiting(int round, const Ticket& mine);
+  void AnnounceRejoin(const FormedRound& previous);
   void AwaitEndOf(int round, const Ticket& mine, TimePoint deadline);
   // Accounts for member `rank` of round `round`-1 (of `members`) in round `round`, once;
   // `late`: it came back after `round` sealed. True when every member is now accounted for.

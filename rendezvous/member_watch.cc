@@ -15,7 +15,8 @@ ChangeNotice NoticeOf(const RoundChange& change, int me) {
     case Kind::kNodeWaiting:
     case Kind::kNodeLeaving:
     case Kind::kClosed: {
-      if (change.group_rank == me && change.kind == Kind::kNodeLeaving) return {};
+      // This agent's own leaving or rejoin (a newcomer's waiting names no group rank).
+      if (change.group_rank == me && change.kind != Kind::kClosed) return {};
       std::string why = change.kind == Kind::kNodeLeaving
                             ? "node " + std::to_string(change.group_rank) + " (" + change.host +
                                   ") left: " + change.detail

@@ -47,17 +47,24 @@ class Runner:
 
     # -- one schedule --------------------------------------------------------------------------
 
-    def run(self, seed, index, faults):
+    def run(self, seed, index, backend, faults):
         workdir = os.path.join(self.out, "%s-%03d" % (_safe(seed), index))
         if os.path.exists(workdir):
             shutil.rmtree(workdir)
         os.makedirs(workdir)
-        job = harness.Job(self.hosts, workdir, "chaos-%s" % uuid.uuid4().hex[:8], self.python)
+        job = harness.Job(self.hosts, workdir, "chaos-%s" % uuid.uuid4().hex[:8], self.python,
+                          backend)
         self.job, self.active, self.pending, self.released = job, set(), set(), False
         fault_log, started_at, error = [], time.time(), None
+        full = released_at = None
+        leftovers = []
         try:
+            if job.etcd:
+                job.etcd.start()
+                self.wait(job.etcd.listening, 30, "the etcd members' client ports")
             job.start_agent(0)
-            self.wait(lambda: job.listening(0), 30, "host 0's store")
+            if not job.etcd:  # host 0 serves the c10d store: the others join it
+                self.wait(lambda: job.listening(0), 30, "host 0's store")
             for host in range(1, len(self.hosts.addresses)):
                 job.start_agent(host)
             job.start_sampler()
@@ -83,6 +90,8 @@ class Runner:
             self.heal_everything()
             job.stop_sampler()
             job.kill_everything()
+            if job.etcd:
+                job.etcd.stop()
             for agent in list(job.agents.values()):
                 try:
                     agent.proc.wait(timeout=10)
@@ -90,7 +99,7 @@ class Runner:
                     pass
             job.reap()
         history = {
-            "seed": seed, "index": index, "faults": fault_log,
+            "seed": seed, "index": index, "backend": backend, "faults": fault_log,
             "schedule": [f.as_dict() for f in faults], "started_at": started_at,
             "first_full_size": full, "released_at": released_at, "ended_at": time.time(),
             "harness_error": error, "agents": [a.record() for a in job.finished],
@@ -137,6 +146,8 @@ class Runner:
             return {"agent": job.signal_agent(host, harness.signal.SIGSTOP)}
         elif fault.kind == "kill-agent":
             job.kill_host(host)
+        elif fault.kind == "etcd-pause":
+            job.etcd.signal(host, harness.signal.SIGSTOP)
         elif fault.kind == "kill-worker":
             return {"killed": job.kill_worker(host)}
         elif fault.kind == "loss":
@@ -150,6 +161,8 @@ class Runner:
     def heal(self, fault):
         if fault.kind == "pause":
             self.job.signal_agent(fault.hosts[0], harness.signal.SIGCONT)
+        elif fault.kind == "etcd-pause":
+            self.job.etcd.signal(fault.hosts[0], harness.signal.SIGCONT)
         elif fault.kind not in ("kill-agent", "kill-worker"):
             for h in fault.hosts:
                 self.network.heal(h)
@@ -273,6 +286,8 @@ def skip_reason(python):
         return "needs root and `ip netns`"
     if shutil.which("iptables") is None:
         return "needs iptables (scripts/install-deps.sh installs it)"
+    if not os.access(harness.ETCD, os.X_OK):
+        return "needs %s (etcd-server; scripts/install-deps.sh installs it)" % harness.ETCD
     if not os.access(lib.DDPRUN, os.X_OK):
         return "%s is missing: build it first" % lib.DDPRUN
     probe = subprocess.run([python, "-c", "import torch.distributed"], capture_output=True,
@@ -288,6 +303,8 @@ def main():
     parser.add_argument("--schedules", type=int, default=10)
     parser.add_argument("--first", type=int, default=0, help="index of the first schedule")
     parser.add_argument("--episodes", type=int, default=None, help="faults per schedule")
+    parser.add_argument("--backend", choices=schedules.BACKENDS,
+                        help="every schedule on this backend (default: the schedule's own)")
     parser.add_argument("--regressions", help="also run the (seed, index) pairs in this file")
     parser.add_argument("--out", help="keep the histories here (default: a temp dir)")
     parser.add_argument("--python", default=lib.SYSTEM_PYTHON)
@@ -307,23 +324,25 @@ def main():
                                   "unavailable (kernel without sch_netem): loss by the iptables "
                                   "statistic match, no delay episodes"))
     runs = [(args.seed, i, "") for i in range(args.first, args.first + args.schedules)]
-    if args.regressions:
-        runs += read_regressions(args.regressions)
+    if args.regressions:  # those not in the range already
+        runs += [r for r in read_regressions(args.regressions)
+                 if not (r[0] == args.seed and args.first <= r[1] < args.first + args.schedules)]
     out = args.out or tempfile.mkdtemp(prefix="ddprun-chaos-")
     os.makedirs(out, exist_ok=True)
     hosts = lib.NetnsHosts(schedules.HOSTS)
-    totals, violations, start = {}, [], time.monotonic()
+    totals, backends, violations, start = {}, {}, [], time.monotonic()
     try:
         hosts.create()
         runner = Runner(hosts, harness.Network(hosts, netem), args.python, out)
         for seed, index, why in runs:
-            faults = schedules.schedule(seed, index, args.episodes,
-                                        harness.HEARTBEAT_TIMEOUT, kinds)
-            print("chaos: seed %s schedule %d%s: %s" % (
-                seed, index, " (regression: %s)" % why if why else "",
+            backend, faults = schedules.schedule(seed, index, args.episodes,
+                                                 harness.HEARTBEAT_TIMEOUT, kinds, args.backend)
+            print("chaos: seed %s schedule %d%s, %s: %s" % (
+                seed, index, " (regression: %s)" % why if why else "", backend,
                 "; ".join(f.describe() for f in faults)), flush=True)
             began = time.monotonic()
-            history = runner.run(seed, index, faults)
+            history = runner.run(seed, index, backend, faults)
+            backends[backend] = backends.get(backend, 0) + 1
             found = checker.check(history)
             for fault in faults:
                 for kind in [fault.kind] + ([fault.background.kind] if fault.background else []):
@@ -335,8 +354,9 @@ def main():
             violations += found
     finally:
         hosts.remove()
-    print("chaos: %d schedules in %.0f s; faults injected: %s; violations: %d" % (
-        len(runs), time.monotonic() - start,
+    print("chaos: %d schedules (%s) in %.0f s; faults injected: %s; violations: %d" % (
+        len(runs), ", ".join("%s %d" % kv for kv in sorted(backends.items())),
+        time.monotonic() - start,
         ", ".join("%s %d" % kv for kv in sorted(totals.items())) or "none", len(violations)))
     if violations:
         print("chaos: histories kept in %s" % out)

@@ -19,7 +19,7 @@ Invariants (docs/reliability.md, "Network faults"), each a function returning Vi
 - leftovers: a process of the job outlives it;
 - recovery: the job is not training at full size within RECOVERY_BOUND of a heal;
 - exit: an agent exits 0 before the job is released, exits non-zero outside a fault on its
-  host or without an error line of its own, or writes anything but its log lines to stderr (a
+  host (a cut, a pause, a kill, or loss/delay laid under another fault) or without an error line of its own, or writes anything but its log lines to stderr (a
   traceback, an abort; the workers' output goes to files); or the job does not finish.
 """
 
@@ -121,9 +121,12 @@ def _fault_on(history, host, t, kinds, slack=0.0):
     """The latest fault of `kinds` on `host` active at wall-clock t (inject <= t <= heal +
     slack)."""
     for fault in reversed(history.get("faults", [])):
-        if fault["kind"] in kinds and host in fault["hosts"] and \
-                fault["inject"] <= t <= fault.get("heal", fault["inject"]) + slack:
+        window = fault["inject"] <= t <= fault.get("heal", fault["inject"]) + slack
+        if window and fault["kind"] in kinds and host in fault["hosts"]:
             return fault
+        noise = fault.get("background")
+        if window and noise and noise["kind"] in kinds and host in noise["hosts"]:
+            return dict(noise, inject=fault["inject"], heal=fault.get("heal"))
     return None
 
 
@@ -327,7 +330,11 @@ def exits(history):
             found.append(Violation("exit", "%s exited %s after the release: %s" % (
                 where, rc, agent["errors"][-1:] or agent["stderr_tail"][-1:]), history, t))
             continue
-        fault = _fault_on(history, host, t, CUTS + ("pause", "kill-agent"), EXIT_SLACK)
+        # Loss on every host beside a cut can stall the majority's links past the heartbeat
+        # timeout too: then no side has a quorum and every agent ends with "lost quorum" (a
+        # documented end, docs/reliability.md).
+        fault = _fault_on(history, host, t, CUTS + ("pause", "kill-agent", "loss", "delay"),
+                          EXIT_SLACK)
         if fault is None and history.get("harness_error") is None:
             found.append(Violation("exit", "%s exited %s with no fault on its host: %s" % (
                 where, rc, agent["errors"][-1:] or agent["stderr_tail"][-1:]), history, t))

@@ -116,6 +116,80 @@ class Network:
                   "dev", self.hosts.bridge_ports[host], "root"], check=False)
 
 
+ETCD = "/usr/bin/etcd"
+ETCD_CLIENT_PORT, ETCD_PEER_PORT = 2379, 2380
+
+
+class EtcdMembers:
+    """A 3-member etcd cluster for the etcd backend: one member per host, in the host's
+    namespace at its address (so a cut host's member is cut off too). Without the job's marker:
+    stopped by stop(), not counted as the job's leftovers."""
+
+    def __init__(self, hosts, workdir):
+        self.hosts, self.dir, self.procs = hosts, workdir, {}
+        self.token = "chaos-%s" % os.path.basename(workdir)
+
+    def start(self):
+        cluster = ",".join("m%d=http://%s:%d" % (h, a, ETCD_PEER_PORT)
+                           for h, a in enumerate(self.hosts.addresses))
+        for host, address in enumerate(self.hosts.addresses):
+            client = "http://%s:%d" % (address, ETCD_CLIENT_PORT)
+            peer = "http://%s:%d" % (address, ETCD_PEER_PORT)
+            log = open(os.path.join(self.dir, "etcd_m%d.log" % host), "ab")
+            try:
+                self.procs[host] = subprocess.Popen(
+                    self.hosts.exec_prefix(host) + [
+                        ETCD, "--name", "m%d" % host,
+                        "--data-dir", os.path.join(self.dir, "etcd_m%d" % host),
+                        "--listen-client-urls", client, "--advertise-client-urls", client,
+                        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                        "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                        "--initial-cluster-token", self.token, "--heartbeat-interval", "100",
+                        "--election-timeout", "1000"],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True)
+            finally:
+                log.close()
+
+    def listening(self):
+        return all(_listens(p.pid, ETCD_CLIENT_PORT) for p in self.procs.values()
+                   if p.poll() is None) and all(p.poll() is None for p in self.procs.values())
+
+    @property
+    def endpoints(self):
+        return ",".join("%s:%d" % (a, ETCD_CLIENT_PORT) for a in self.hosts.addresses)
+
+    def signal(self, host, sig):
+        proc = self.procs.get(host)
+        if proc is not None and proc.poll() is None:
+            lib.kill_quietly(proc.pid, sig)
+
+    def stop(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                lib.kill_quietly(proc.pid, signal.SIGCONT)
+                lib.kill_quietly(proc.pid)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def _listens(pid, port):
+    """Whether pid's network namespace has a TCP listener on `port`."""
+    for table in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, table)) as f:
+                for line in f.read().splitlines()[1:]:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port:
+                        return True
+        except OSError:
+            pass
+    return False
+
+
 class Agent:
     """One incarnation of a host's agent: its process and what it left (recorded as a dict)."""
 
@@ -156,13 +230,16 @@ def _read_jsonl(path):
 class Job:
     """One schedule's job: a directory, a marker, one agent per host, the recorder."""
 
-    def __init__(self, hosts, workdir, rdzv_id, python):
+    def __init__(self, hosts, workdir, rdzv_id, python, backend="c10d"):
         self.hosts, self.dir, self.rdzv_id, self.python = hosts, workdir, rdzv_id, python
+        self.backend = backend
+        self.etcd = EtcdMembers(hosts, workdir) if backend == "etcd" else None
         self.job_dir = os.path.join(workdir, "job")
         os.makedirs(self.job_dir)
         self.steps_log = os.path.join(self.job_dir, "steps.log")
         self.marker = os.path.basename(workdir) + "-" + rdzv_id
-        self.endpoints = ",".join("%s:%d" % (a, RDZV_PORT) for a in hosts.addresses)
+        self.endpoints = self.etcd.endpoints if self.etcd else ",".join(
+            "%s:%d" % (a, RDZV_PORT) for a in hosts.addresses)
         self.agents = {}       # host -> current Agent
         self.finished = []     # every exited Agent
         self.restarts = {h: 0 for h in range(len(hosts.addresses))}
@@ -185,7 +262,7 @@ class Job:
                              HOST_VAR: str(host), lib.MARKER_VAR: self.marker})
         args = self.hosts.exec_prefix(host) + [
             lib.DDPRUN, "--nnodes=2:%d" % len(self.hosts.addresses),
-            "--nproc_per_node=%d" % NPROC, "--rdzv_backend=c10d",
+            "--nproc_per_node=%d" % NPROC, "--rdzv_backend=%s" % self.backend,
             "--rdzv_endpoint=%s" % self.endpoints, "--rdzv_id=%s" % self.rdzv_id,
             "--max_restarts=%d" % MAX_RESTARTS, "--rdzv_conf=%s" % RDZV_CONF,
             "--local_addr=%s" % self.hosts.addresses[host], "--event_log=%s" % event_log,
@@ -204,16 +281,7 @@ class Job:
         agent = self.agents.get(host)
         if agent is None or agent.proc.poll() is not None:
             return False
-        for table in ("tcp", "tcp6"):
-            try:
-                with open("/proc/%d/net/%s" % (agent.proc.pid, table)) as f:
-                    for line in f.read().splitlines()[1:]:
-                        fields = line.split()
-                        if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == RDZV_PORT:
-                            return True
-            except OSError:
-                pass
-        return False
+        return _listens(agent.proc.pid, RDZV_PORT)
 
     def reap(self):
         """Moves exited agents to self.finished; returns them."""

@@ -15,15 +15,20 @@ Kinds (what the harness does; docs/reliability.md, "Network faults"):
   kill-worker   SIGKILL one worker of `hosts[0]` (spends one restart)
   loss          tc netem: `percent` % packet loss on the hosts' links
   delay         tc netem: `ms` +- `jitter` ms on the hosts' links
+  etcd-pause    SIGSTOP the etcd member of `hosts[0]` for `hold` s (etcd backend only)
 
-schedule(seed, index) is the same list for the same (seed, index) on every machine: a seed and
-an index replay a schedule.
+The backend is part of the schedule: c10d (the store in an agent, moved on its loss) in 3 of 5
+schedules, etcd (a 3-member cluster, one member per host) in the others.
+
+schedule(seed, index) is the same (backend, faults) for the same (seed, index) on every machine
+with the same `kinds` available: a seed and an index replay a schedule.
 """
 import random
 
 HOSTS = 3
 KINDS = ("partition", "oneway-in", "oneway-out", "pause", "kill-agent", "kill-worker", "loss",
-         "delay")
+         "delay", "etcd-pause")
+BACKENDS = ("c10d", "etcd")
 # Kinds that take a node out of the group (the rest only slow it down).
 DISRUPTIVE = ("partition", "oneway-in", "oneway-out", "pause", "kill-agent")
 
@@ -70,14 +75,16 @@ def _network(rng, kind, hosts, hold, lead):
                  jitter=rng.choice((0, 10, 40)))
 
 
-def schedule(seed, index, episodes=None, heartbeat_timeout=3.0, kinds=KINDS):
-    """The fault list of schedule `index` of `seed`: 1 or 2 episodes (or `episodes`) of `kinds`
-    (the same seed gives the same list for the same kinds). A
+def schedule(seed, index, episodes=None, heartbeat_timeout=3.0, kinds=KINDS, backend=None):
+    """(backend, faults) of schedule `index` of `seed`: 1 or 2 episodes (or `episodes`) of
+    `kinds` (the same seed gives the same list for the same kinds), on `backend` if given. A
     disruptive fault holds past the heartbeat timeout (so that it is declared lost) in most
     episodes and below it in some (a blip that must cost nothing)."""
     rng = random.Random("%s/%d" % (seed, index))
+    backend = backend or ("etcd" if rng.random() < 0.4 else "c10d")
     count = episodes if episodes is not None else rng.choice((1, 2, 2))
     faults = []
+    kinds = [k for k in kinds if backend == "etcd" or not k.startswith("etcd-")]
     for _ in range(count):
         kind = rng.choice(kinds)
         lead = round(rng.uniform(0.5, 3.0), 1)
@@ -88,7 +95,7 @@ def schedule(seed, index, episodes=None, heartbeat_timeout=3.0, kinds=KINDS):
             hold = round(rng.uniform(heartbeat_timeout + 2, heartbeat_timeout + 8), 1)
             if rng.random() < 0.2:
                 hold = round(rng.uniform(0.3, heartbeat_timeout * 0.5), 1)  # a blip
-        elif kind == "pause":
+        elif kind in ("pause", "etcd-pause"):
             hosts = [rng.randrange(HOSTS)]
             hold = round(rng.uniform(heartbeat_timeout + 1, heartbeat_timeout + 6), 1)
             if rng.random() < 0.2:
@@ -106,4 +113,4 @@ def schedule(seed, index, episodes=None, heartbeat_timeout=3.0, kinds=KINDS):
             noise = rng.choice([k for k in ("loss", "delay") if k in kinds])
             fault.background = _network(rng, noise, range(HOSTS), hold, 0)
         faults.append(fault)
-    return faults
+    return backend, faults

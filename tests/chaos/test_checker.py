@@ -164,23 +164,31 @@ class CheckerTest(unittest.TestCase):
 class ScheduleTest(unittest.TestCase):
 
     def test_a_seed_replays_its_schedule(self):
-        a = [f.as_dict() for f in schedule.schedule("ci", 4)]
-        b = [f.as_dict() for f in schedule.schedule("ci", 4)]
-        self.assertEqual(a, b)
-        self.assertNotEqual(a, [f.as_dict() for f in schedule.schedule("ci", 5)])
+        def faults(index):
+            backend, found = schedule.schedule("ci", index)
+            return backend, [f.as_dict() for f in found]
+        self.assertEqual(faults(4), faults(4))
+        self.assertNotEqual(faults(4), faults(5))
 
     def test_every_kind_comes_up_and_kinds_are_honoured(self):
-        kinds = {f.kind for i in range(60) for f in schedule.schedule("k", i)}
+        kinds = {f.kind for i in range(80) for f in schedule.schedule("k", i)[1]}
         self.assertEqual(kinds, set(schedule.KINDS))
+        self.assertEqual({schedule.schedule("k", i)[0] for i in range(20)},
+                         set(schedule.BACKENDS))
+        for i in range(40):  # etcd's faults only on the etcd backend
+            backend, found = schedule.schedule("k", i)
+            if backend == "c10d":
+                self.assertFalse([f for f in found if f.kind.startswith("etcd-")])
         without = tuple(k for k in schedule.KINDS if k != "delay")
         for i in range(60):
-            for f in schedule.schedule("k", i, kinds=without):
+            for f in schedule.schedule("k", i, kinds=without)[1]:
                 self.assertNotEqual(f.kind, "delay")
                 if f.background is not None:
                     self.assertNotEqual(f.background.kind, "delay")
 
     def test_disruptive_faults_mostly_outlast_the_heartbeat_timeout(self):
-        holds = [f.hold for i in range(80) for f in schedule.schedule("h", i, heartbeat_timeout=3)
+        holds = [f.hold for i in range(80)
+                 for f in schedule.schedule("h", i, heartbeat_timeout=3)[1]
                  if f.kind in ("partition", "pause")]
         longer = [h for h in holds if h > 3]
         self.assertGreater(len(longer), len(holds) // 2)
