@@ -55,14 +55,22 @@ void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
     return;
   }
   if (state_ != State::kHealthy && state_ != State::kExitBarrier) return;
+  // This node itself, declared lost while it could not beat (a paused process, a partition
+  // that healed): its workers are stale, the others formed a round without it.
+  const bool self = node_rank >= 0 && node_rank == info_.group_rank;
   if (node_rank >= 0) {
-    Emit("node_lost", {{"node", node_rank}, {"reason", reason}});
+    Emit("node_lost", {{"node", node_rank}, {"reason", reason}, {"self", self}});
   } else {  // the rendezvous handler decides next round whether it is lost (store_lost)
     Emit("store_unreachable", {{"reason", reason}});
   }
   if (Elastic()) {
     const std::string what =
-        node_rank >= 0 ? "node " + std::to_string(node_rank) + " lost: " + reason : reason;
+        self ? "this node (group rank " + std::to_string(node_rank) +
+                   ") was declared lost by the others (" + reason +
+                   "): it was paused or cut off past the heartbeat timeout; stopping its stale "
+                   "workers and rejoining as a new member"
+        : node_rank >= 0 ? "node " + std::to_string(node_rank) + " lost: " + reason
+                         : reason;
     if (state_ == State::kHealthy) {
       StopForChange(what);
     } else {  // this node's workers succeeded: the barrier no longer waits for the lost one

@@ -143,6 +143,51 @@ class ElasticTest(lib.DdprunTestCase):
             # One console line per membership change.
             self.assertIn("restarting at a new membership (no restart spent)", result.stderr)
 
+    def test_paused_agent_declared_lost_stops_its_stale_workers_and_rejoins(self):
+        # A frozen VM or a stop-the-world pause: SIGSTOP past the heartbeat timeout. The others
+        # go on without it; once it wakes its workers (still running meanwhile: nothing could
+        # stop them) are stopped at once and it rejoins as a new member, no restart spent.
+        logs = [self.path("events_%d.jsonl" % i) for i in range(3)]
+        host = self.agent(last_call=60, extra=("--event_log=" + logs[0],))
+        self.wait_store_listening(host)
+        others = [self.agent(last_call=60, extra=("--event_log=" + logs[i],)) for i in (1, 2)]
+        first_port, _ = self.wait_round(3)
+        paused = others[1]
+
+        def events(i):
+            return [json.loads(line) for line in lib.read_file(logs[i]).splitlines()]
+        stale = [p for e in events(2) if e["event"] == "workers_started" for p in e["pids"]]
+        self.assertEqual(len(stale), 1, events(2))
+        os.kill(paused.pid, signal.SIGSTOP)
+        try:
+            second_port, envs = self.wait_round(2, exclude=(first_port,),
+                                                timeout=HEARTBEAT_TIMEOUT + 10)
+            self.check_round(envs, nodes=2)
+            self.assertTrue(lib.is_alive(stale[0]), "the paused node's worker ran on meanwhile")
+        finally:
+            os.kill(paused.pid, signal.SIGCONT)
+        woke_at = time.monotonic()
+        self.wait_gone(stale, 2.0, "the paused node's stale worker")
+        stopped = time.monotonic() - woke_at
+        _, envs = self.wait_round(3, exclude=(first_port, second_port), timeout=15)
+        rejoined = time.monotonic() - woke_at
+        self.check_round(envs, nodes=3)
+        print("SIGCONT -> stale worker gone %.2f s, rejoined (a round of 3 started) %.2f s" % (
+            stopped, rejoined))
+        results = self.release_and_finish([host] + others)
+        self.wait_gone(lib.pids_with_marker(self.marker), 10, "leftover processes")
+        mine = events(2)
+        lost = [e for e in mine if e["event"] == "node_lost" and e.get("self")]
+        self.assertEqual(len(lost), 1, [e["event"] for e in mine])
+        self.assertEqual(lost[0]["node"], lost[0]["group_rank"])
+        self.assertIn("was declared lost by the others", results[2].stderr, results[2].describe())
+        self.assertIn("stopping its stale workers and rejoining as a new member",
+                      results[2].stderr)
+        formed = [e for e in mine if e["event"] == "round_formed"]
+        self.assertEqual([e["group_world_size"] for e in formed], [3, 3])
+        for i in range(3):
+            self.assertTrue(all(e["restart_count"] == 0 for e in events(i)), events(i))
+
     def test_store_host_lost_the_store_moves_and_survivors_go_on(self):
         """The agent serving the rendezvous store is SIGKILLed: the survivors move the store to
         the first of them (group-rank order) and form a round of 2 without spending a restart;
