@@ -33,11 +33,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxReplyBytes = 64u << 20;
 constexpr std::size_t kMaxWatchLineBytes = 64u << 20;
 
-// One member failed this request: the client tries the next.
-class MemberError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using MemberError = EtcdMemberError;
 
 std::string Problem(const boost::system::error_code& error, std::chrono::milliseconds timeout) {
   if (error == beast::error::timeout) return "no answer within " + DurationText(timeout, 2);
@@ -361,11 +357,13 @@ class EtcdTransport {
   std::atomic<bool> interrupted_{false};
 };
 
+namespace {
+
 // One kept-alive connection to one member.
-class EtcdClient::Connection {
+class MemberConnection {
  public:
-  Connection(std::size_t member, const HostPort& at, std::chrono::milliseconds timeout,
-             EtcdTlsContext* tls)
+  MemberConnection(std::size_t member, const HostPort& at, std::chrono::milliseconds timeout,
+                   EtcdTlsContext* tls)
       : member_(member), at_(at), timeout_(timeout), transport_(io_, tls) {}
   // Connects (and shakes hands); apart from construction so that Interrupt() reaches it.
   void Open() { transport_.Open(at_, timeout_); }
@@ -396,9 +394,70 @@ class EtcdClient::Connection {
   int calls_ = 0;
 };
 
-EtcdClient::EtcdClient(EtcdClientOptions options)
-    : options_(std::move(options)), tls_(MakeTls(options_.tls)) {
+// The real round trip: HTTP over one kept-alive connection, to the member last asked; a request
+// to another member, or a failed one, drops it.
+class HttpRoundTrip : public EtcdRoundTrip {
+ public:
+  HttpRoundTrip(const EtcdClientOptions& options, EtcdTlsContext* tls)
+      : options_(options), tls_(tls) {}
+
+  json Post(std::size_t member, const std::string& path, const std::string& body) override {
+    try {
+      return PostOn(member, path, body);
+    } catch (const MemberError&) {
+      std::lock_guard io_lock(io_mutex_);
+      connection_.reset();
+      throw;
+    }
+  }
+
+  void Interrupt() override {
+    interrupted_ = true;
+    std::lock_guard io_lock(io_mutex_);
+    if (connection_) connection_->Interrupt();
+  }
+
+ private:
+  // A kept-alive connection the member closed meanwhile fails once: it is retried on a new one.
+  json PostOn(std::size_t member, const std::string& path, const std::string& body) {
+    for (int attempt = 0;; ++attempt) {
+      if (!connection_ || connection_->Member() != member) Connect(member);
+      try {
+        return connection_->Call(path, body);
+      } catch (const MemberError&) {
+        if (attempt > 0 || !connection_->Reused() || interrupted_) throw;
+        std::lock_guard io_lock(io_mutex_);
+        connection_.reset();
+      }
+    }
+  }
+
+  void Connect(std::size_t member) {
+    auto fresh = std::make_unique<MemberConnection>(member, options_.endpoints.at(member),
+                                                    options_.timeout, tls_);
+    {
+      std::lock_guard io_lock(io_mutex_);
+      connection_ = std::move(fresh);
+      if (interrupted_) connection_->Interrupt();
+    }
+    connection_->Open();  // a MemberError: Post() drops the connection
+  }
+
+  const EtcdClientOptions& options_;  // the client's
+  EtcdTlsContext* tls_;
+  std::unique_ptr<MemberConnection> connection_;  // kept alive; replaced under io_mutex_ too
+  std::mutex io_mutex_;                           // connection_ for Interrupt() on another thread
+  std::atomic<bool> interrupted_{false};
+};
+
+}  // namespace
+
+EtcdClient::EtcdClient(EtcdClientOptions options, const EtcdRoundTripWrap& wrap)
+    : options_(std::move(options)),
+      tls_(MakeTls(options_.tls)),
+      round_trip_(std::make_unique<HttpRoundTrip>(options_, tls_.get())) {
   if (options_.endpoints.empty()) throw std::invalid_argument("an etcd client without endpoints");
+  if (wrap) round_trip_ = wrap(std::move(round_trip_));
 }
 
 EtcdClient::~EtcdClient() = default;
@@ -428,12 +487,10 @@ json EtcdClient::CallMembers(const std::string& path, const std::string& text) {
     const std::size_t member = (current_ + i) % members;
     if (interrupted_) throw EtcdUnavailable("etcd: interrupted");
     try {
-      json reply = CallMember(member, path, text);
+      json reply = round_trip_->Post(member, path, text);
       current_ = member;
       return reply;
     } catch (const MemberError& error) {
-      std::lock_guard io_lock(io_mutex_);
-      connection_.reset();
       problems += (problems.empty() ? "" : "; ") + options_.endpoints[member].ToString() + ": " +
                   error.what();
     }
@@ -441,34 +498,10 @@ json EtcdClient::CallMembers(const std::string& path, const std::string& text) {
   throw EtcdUnavailable("etcd: no member answered " + path + ": " + problems);
 }
 
-// A kept-alive connection the member closed meanwhile fails once: it is retried on a new one.
-json EtcdClient::CallMember(std::size_t member, const std::string& path, const std::string& body) {
-  for (int attempt = 0;; ++attempt) {
-    if (!connection_ || connection_->Member() != member) {
-      auto fresh = std::make_unique<Connection>(member, options_.endpoints[member],
-                                                options_.timeout, tls_.get());
-      {
-        std::lock_guard io_lock(io_mutex_);
-        connection_ = std::move(fresh);
-        if (interrupted_) connection_->Interrupt();
-      }
-      connection_->Open();  // a MemberError: Call() drops the connection
-    }
-    try {
-      return connection_->Call(path, body);
-    } catch (const MemberError&) {
-      if (attempt > 0 || !connection_->Reused() || interrupted_) throw;
-      std::lock_guard io_lock(io_mutex_);
-      connection_.reset();
-    }
-  }
-}
-
 void EtcdClient::Interrupt() {
   interrupted_ = true;
   patience_pause_.Cancel();
-  std::lock_guard io_lock(io_mutex_);
-  if (connection_) connection_->Interrupt();
+  round_trip_->Interrupt();
 }
 
 HostPort EtcdClient::Current() const {

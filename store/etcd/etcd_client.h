@@ -12,9 +12,11 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -59,11 +61,38 @@ class EtcdUnavailable : public StoreConnectionError {
   using StoreConnectionError::StoreConnectionError;
 };
 
+// One member did not answer this request (connection refused or reset, a timeout, a 5xx reply, a
+// reply that is not etcd's JSON): the client tries the next member with the same body.
+class EtcdMemberError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The seam below the member failover: one request to one member (`member` indexes
+// EtcdClientOptions::endpoints). Returns the member's JSON reply (an etcd error reply too), or
+// throws EtcdMemberError; a request that throws may still have been applied by etcd (its reply
+// was lost), and the client sends the same body to the next member. Post is called by one
+// thread at a time; Interrupt, from any thread, ends a running Post and every later one
+// (EtcdMemberError). The real one is HTTP over a kept-alive connection (etcd_client.cc); tests
+// wrap it to lose replies.
+class EtcdRoundTrip {
+ public:
+  virtual ~EtcdRoundTrip() = default;
+  virtual nlohmann::json Post(std::size_t member, const std::string& path,
+                              const std::string& body) = 0;
+  virtual void Interrupt() = 0;
+};
+
+// Given the real round trip, returns the one the client uses (a test's fault injector).
+using EtcdRoundTripWrap =
+    std::function<std::unique_ptr<EtcdRoundTrip>(std::unique_ptr<EtcdRoundTrip> real)>;
+
 class EtcdClient {
  public:
   // Throws UsageError naming the rdzv_conf key and the file when a TLS file cannot be read, is
-  // not PEM, or the key is not the certificate's (cert and key: both or neither).
-  explicit EtcdClient(EtcdClientOptions options);
+  // not PEM, or the key is not the certificate's (cert and key: both or neither). `wrap`: see
+  // EtcdRoundTripWrap (none: the real round trip).
+  explicit EtcdClient(EtcdClientOptions options, const EtcdRoundTripWrap& wrap = {});
   ~EtcdClient();
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;
@@ -77,8 +106,6 @@ class EtcdClient {
 
  private:
   friend class EtcdWatch;  // opens its streams with options_ and tls_
-  class Connection;
-  nlohmann::json CallMember(std::size_t member, const std::string& path, const std::string& body);
   // Every member once, from the one that answered last.
   nlohmann::json CallMembers(const std::string& path, const std::string& body);
   // Waits `duration`; false at once when interrupted.
@@ -86,10 +113,9 @@ class EtcdClient {
 
   EtcdClientOptions options_;
   std::shared_ptr<EtcdTlsContext> tls_;  // null: plain http
+  std::unique_ptr<EtcdRoundTrip> round_trip_;
   mutable std::mutex mutex_;
   std::size_t current_ = 0;
-  std::unique_ptr<Connection> connection_;  // kept alive; replaced under io_mutex_ too
-  std::mutex io_mutex_;                     // connection_ for Interrupt() on another thread
   std::atomic<bool> interrupted_{false};
   CancellablePause patience_pause_;  // Interrupt() ends a patience pause
 };

@@ -1,5 +1,6 @@
 #include "store/etcd/etcd_store.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
@@ -21,11 +22,25 @@ nlohmann::json Always(nlohmann::json ops) {
   return TxnBody(nlohmann::json::array(), std::move(ops), nlohmann::json::array());
 }
 
+// The deltas that `mine` found when it was first committed. An ADD whose reply was lost is sent
+// again, to another member: its put of the same key keeps the key's create_revision, and the
+// ADDs committed since (created later) are not part of the value it returns.
+std::vector<KeyValue> UpTo(const std::string& mine, std::vector<KeyValue> deltas) {
+  const auto own = std::find_if(deltas.begin(), deltas.end(),
+                                [&mine](const KeyValue& delta) { return delta.key == mine; });
+  if (own == deltas.end()) return deltas;
+  const std::int64_t committed = own->create_revision;
+  std::erase_if(deltas, [committed](const KeyValue& delta) {
+    return delta.create_revision > committed;
+  });
+  return deltas;
+}
+
 }  // namespace
 
-EtcdStore::EtcdStore(EtcdStoreOptions options)
+EtcdStore::EtcdStore(EtcdStoreOptions options, const EtcdRoundTripWrap& wrap)
     : options_(std::move(options)),
-      client_(options_.client),
+      client_(options_.client, wrap),
       delta_id_base_(std::random_device{}() * 0x100000000ULL + std::random_device{}()) {}
 
 nlohmann::json EtcdStore::Call(const std::string& path, const nlohmann::json& body) {
@@ -96,7 +111,10 @@ Bytes EtcdStore::Get(const std::string& key) {
 
 // Never conflicts: the transaction puts this ADD's own delta key and reads every delta back at
 // the revision it commits at; the key itself is created ("0") by the first ADD, so that waits and
-// CHECK see it. ADD 0 only reads (and creates a missing key, as TCPStore's does).
+// CHECK see it. ADD 0 only reads (and creates a missing key, as TCPStore's does). Idempotent
+// across the client's retry of a lost reply (the same body on another member): the delta key is
+// chosen once, so the retry puts the same key again, and returns the counter as the first
+// commit left it (UpTo).
 std::int64_t EtcdStore::Add(const std::string& key, std::int64_t delta) {
   std::int64_t revision = 0;
   if (delta == 0) {
@@ -117,7 +135,9 @@ std::int64_t EtcdStore::Add(const std::string& key, std::int64_t delta) {
   std::vector<KeyValue> own =
       txn.succeeded ? std::vector<KeyValue>{KeyValue{full, "0"}} : std::move(txn.ranges.at(0));
   try {
-    return CounterOf(key, *Combine(key, std::move(own), txn.ranges.back()));
+    std::vector<KeyValue> deltas = std::move(txn.ranges.back());
+    if (mine) deltas = UpTo(*mine, std::move(deltas));
+    return CounterOf(key, *Combine(key, std::move(own), deltas));
   } catch (const std::invalid_argument&) {  // not a counter: leave the key as it was
     if (mine) ParseDelete(Call("/v3/kv/deleterange", DeleteRangeBody(*mine)));
     throw;

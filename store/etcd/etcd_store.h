@@ -29,7 +29,8 @@ struct EtcdStoreOptions {
 
 class EtcdStore : public Store {
  public:
-  explicit EtcdStore(EtcdStoreOptions options);
+  // `wrap`: the client's round trip, for tests (etcd_client.h).
+  explicit EtcdStore(EtcdStoreOptions options, const EtcdRoundTripWrap& wrap = {});
 
   void Set(const std::string& key, const Bytes& value) override;
   Bytes Get(const std::string& key) override;
