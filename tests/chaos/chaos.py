@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -314,6 +315,8 @@ def main():
 
     if args.check:
         return check_recorded(args.check)
+    # SIGTERM (a CI timeout, kill) unwinds like Ctrl-C: every finally heals, kills and removes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     reason = skip_reason(args.python)
     if reason:
         print("chaos: skipped: %s" % reason)
