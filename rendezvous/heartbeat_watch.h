@@ -35,6 +35,17 @@ class HeartbeatWatch {
   TimePoint last_change_;
 };
 
+// How long a watcher waits on the store its heartbeats go through (to connect to it, or for one
+// reply) before it counts that store as lost: the heartbeat timeout, the silence after which a
+// peer counts as lost. A shorter bound (it was one interval to connect and two for a reply)
+// took a store that was only slow (a loaded host, a sanitizer build) for a lost one while the
+// heartbeats still counted every node alive: the watcher's node then stopped without a record,
+// so that a SIGTERM it got next was not told, and its peers reported it lost (issue 26).
+inline std::chrono::milliseconds StoreSilenceTimeout(std::chrono::milliseconds interval,
+                                                     int max_attempts) {
+  return interval * (max_attempts > 0 ? max_attempts : 1);
+}
+
 // The member that `group_rank` watches in a ring of `world` members; -1 when alone. Each member
 // is watched by exactly one other, so a round costs O(1) heartbeat traffic per node.
 inline int RingNeighbour(int group_rank, int world) {

@@ -42,21 +42,19 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
  private:
   std::shared_ptr<Store> Connect() const {
     if (options_.connect) {
-      return std::make_shared<store::PrefixStore>(prefix_, options_.connect(options_.interval));
+      return std::make_shared<store::PrefixStore>(
+          prefix_, options_.connect(rendezvous::StoreSilenceTimeout(options_.interval,
+                                                                    options_.max_attempts)));
     }
-    store::ClientOptions client;
-    client.host = options_.store_host;
-    client.port = options_.store_port;
-    client.timeout = options_.interval * 2;
-    client.connect_timeout = options_.interval;
-    client.auth = options_.auth;
     return std::make_shared<store::PrefixStore>(
-        prefix_, std::make_shared<store::TcpStoreClient>(client));
+        prefix_, std::make_shared<store::TcpStoreClient>(MonitorClientOptions(options_)));
   }
 
   void Wake() {
     std::lock_guard lock(mutex_);
-    if (!waker_) return;
+    // A watch that ended by itself (an event, a lost store) needs no wake-up: a write to a store
+    // that no longer answers would hold Unwatch for the store's whole silence timeout.
+    if (!waker_ || ended_) return;
     try {
       waker_->SetString(elastic::InboxKey(me_), "stop");
     } catch (const std::exception&) {  // the store is gone: the watch ends by itself
@@ -76,6 +74,8 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
     } catch (const std::exception& error) {
       spdlog::warn("node monitor stopped: {}", error.what());
     }
+    std::lock_guard lock(mutex_);
+    ended_ = true;
   }
 
   void Watch(Store& store) {
@@ -132,9 +132,22 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::shared_ptr<Store> waker_;
+  bool ended_ = false;  // the loop returned (under mutex_)
   std::map<int, rendezvous::HeartbeatWatch> beats_;
   std::thread thread_;
 };
+
+store::ClientOptions MonitorClientOptions(const NodeMonitorOptions& options) {
+  store::ClientOptions client;
+  client.host = options.store_host;
+  client.port = options.store_port;
+  // A reply (or a connection) slower than the heartbeat timeout counts the store as lost; a
+  // faster one does not, as for a peer's heartbeats (rendezvous/heartbeat_watch.h).
+  client.timeout = rendezvous::StoreSilenceTimeout(options.interval, options.max_attempts);
+  client.connect_timeout = client.timeout;
+  client.auth = options.auth;
+  return client;
+}
 
 NodeMonitor::NodeMonitor(asio::io_context& io, NodeMonitorOptions options)
     : ThreadedMonitor(io), options_(std::move(options)) {}

@@ -39,3 +39,10 @@ TEST_CASE("each member watches the next one in a ring", "[heartbeat]") {
     CHECK(std::count(watched.begin(), watched.end(), 1) == world);
   }
 }
+
+TEST_CASE("heartbeat watch: the store may be silent as long as a peer", "[heartbeat]") {
+  using namespace std::chrono_literals;
+  CHECK(ddprun::rendezvous::StoreSilenceTimeout(1000ms, 3) == 3000ms);
+  CHECK(ddprun::rendezvous::StoreSilenceTimeout(5000ms, 3) == 15000ms);
+  CHECK(ddprun::rendezvous::StoreSilenceTimeout(1000ms, 0) == 1000ms);  // never under one interval
+}

@@ -97,6 +97,41 @@ TEST_CASE("node monitor: a node silent for interval x attempts is lost but not o
   CHECK(event->text == "no heartbeat for 0.06 s (keep_alive_interval x keep_alive_max_attempt)");
 }
 
+TEST_CASE("node monitor: its store may be as silent as a peer before it counts as lost",
+          "[node_monitor]") {
+  // Connecting and each reply get the heartbeat timeout (interval x attempts), not less: a store
+  // slow for 2 s of a 3 s heartbeat timeout is not lost (issue 26: it was, one node stopped
+  // without a record and its SIGTERM reached the other as "node 1 was lost").
+  NodeMonitorOptions options;
+  options.store_host = "10.0.0.1";
+  options.store_port = 29500;
+  options.interval = 1000ms;
+  options.max_attempts = 3;
+  const store::ClientOptions client = MonitorClientOptions(options);
+  CHECK(client.host == "10.0.0.1");
+  CHECK(client.port == 29500);
+  CHECK(client.timeout == 3000ms);
+  CHECK(client.connect_timeout == 3000ms);
+
+  Harness h;  // the connector is asked for the same bound (20 ms x 3)
+  std::chrono::milliseconds asked{0};
+  const auto store = h.store;
+  NodeMonitorOptions recorded = h.Options();
+  recorded.connect = [store, &asked](std::chrono::milliseconds timeout) {
+    asked = timeout;
+    return std::shared_ptr<store::Store>(store->Connect());
+  };
+  NodeMonitor monitor(h.io, recorded);
+  rendezvous::RendezvousInfo info;
+  info.round = kRound;
+  info.group_rank = 0;
+  info.group_world_size = 2;
+  monitor.Watch(info, h.events.Sink());
+  h.round.Wait({elastic::HeartbeatKey(0)}, kPromptly);  // it connected and beat
+  monitor.Unwatch();
+  CHECK(asked == 60ms);
+}
+
 TEST_CASE("node monitor: a store it cannot reach is node 0 lost", "[node_monitor]") {
   asio::io_context io;
   FakeClock clock;
