@@ -112,6 +112,7 @@ class Agent {
   bool Elastic() const { return rendezvous_.Elastic(); }
   void TakeRound(const rendezvous::RendezvousInfo& info, const std::vector<PeerInfo>& peers);
   void StopForChange(const std::string& reason);
+  void TellStoreLost(const std::string& reason);
   void StartAttempt();
   void OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception_ptr error);
   void StartWorkers();

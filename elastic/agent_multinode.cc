@@ -72,6 +72,7 @@ void Agent::HandleNodeLost(int node_rank, const std::string& reason) {
         : node_rank >= 0 ? "node " + std::to_string(node_rank) + " lost: " + reason
                          : reason;
     if (state_ == State::kHealthy) {
+      if (node_rank < 0) TellStoreLost(reason);
       StopForChange(what);
     } else {  // this node's workers succeeded: the barrier no longer waits for the lost one
       spdlog::warn("[{}] {}; leaving the exit barrier", spec_.role, what);
@@ -93,6 +94,17 @@ void Agent::HandleMembershipChange(const std::string& reason) {
   if (state_ != State::kHealthy) return;
   Emit("membership_changed", {{"reason", reason}});
   StopForChange(reason);
+}
+
+// The round ends for this node without a word (the store does not answer): the handler says so
+// at its next arrival, so that its peers' failing workers spend no restart.
+void Agent::TellStoreLost(const std::string& reason) {
+  rendezvous::RendezvousHandler* handler = &rendezvous_;
+  runner_.Run(
+      [handler, reason] {
+        handler->AnnounceRoundEnd({rendezvous::RoundEnd::Kind::kStoreLost, reason});
+      },
+      [](std::exception_ptr) {});
 }
 
 void Agent::StopForChange(const std::string& reason) {

@@ -155,6 +155,8 @@ void DynamicRendezvous::AfterArrival(const Ticket& ticket,
   const int number = ticket.seq.Arrivals();
   const bool member = MemberBefore(previous, round);
   const NodeDescriptor& node = options_.node;
+  // Before this member is accounted for: the sealer reads it (RestartCountFor).
+  if (member && outage_round_ == previous->round) store_->Add(RoundKey(round, "outage"), 1);
   store_->SetString(keys_.Node(round, number),
                     NodeRecord{node, WallClockMs(clock()), member ? previous->group_rank : -1}.Encode());
   const bool all_accounted =

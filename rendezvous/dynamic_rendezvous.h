@@ -212,6 +212,10 @@ class DynamicRendezvous {
                    const std::optional<Arrival>& resume);
   // The arrival of the join in progress or interrupted (none before its ADD, or once formed).
   std::optional<Arrival> PendingArrival() const { return pending_; }
+  // This member stopped its workers in `round` because the store did not answer it: its
+  // arrival at the next round records the outage, and a failure reported in `round` then
+  // spends no restart (its peers' workers failed because this node's stopped).
+  void MarkOutage(int round) { outage_round_ = round; }
 
   // Writes `change` for `round` unless a reason is already there; returns the one in force.
   RoundChange Announce(int round, const RoundChange& change);
@@ -324,6 +328,7 @@ class DynamicRendezvous {
   std::shared_ptr<store::Store> store_;
   RendezvousKeys keys_;
   std::optional<Arrival> pending_;
+  std::optional<int> outage_round_;
 };
 
 }  // namespace ddprun::rendezvous

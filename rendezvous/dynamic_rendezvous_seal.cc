@@ -229,7 +229,9 @@ int DynamicRendezvous::RestartCountFor(int round) {
   }
   const bool failed = store_->Add(RoundKey(round, "failures"), 0) > 0;
   const bool lost_a_member = store_->Add(RoundKey(round, "gone"), 0) > 0;
-  return restarts + (failed && !lost_a_member ? 1 : 0);
+  // A member that lost the store stopped its workers, so the others' failed: not a failure.
+  const bool outage = store_->Add(RoundKey(round, "outage"), 0) > 0;
+  return restarts + (failed && !lost_a_member && !outage ? 1 : 0);
 }
 
 void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange& change) {

@@ -35,7 +35,9 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
         answered_ = true;
         outage_since_.reset();  // from now on an outage may last the join timeout
       }
+      if (outage_round_) rendezvous_->MarkOutage(*outage_round_);
       const FormedRound formed = rendezvous_->Join(Current(), TakeInterrupted());
+      outage_round_.reset();
       {
         std::lock_guard lock(mutex_);
         current_ = formed;
@@ -228,6 +230,10 @@ void ElasticRendezvousHandler::AnnounceRoundEnd(const RoundEnd& end) {
   const auto current = Current();
   if (!current || !rendezvous_) return;
   const NodeDescriptor& node = options_.rendezvous.node;
+  if (end.kind == RoundEnd::Kind::kStoreLost) {  // said at this node's next arrival
+    outage_round_ = current->round;
+    return;
+  }
   if (end.kind == RoundEnd::Kind::kFailure) {
     rendezvous_->CountFailure(current->round);
     rendezvous_->Announce(

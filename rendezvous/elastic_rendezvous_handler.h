@@ -112,6 +112,9 @@ class ElasticRendezvousHandler : public RendezvousHandler {
     int epoch = 0;
   };
   std::optional<Interrupted> interrupted_;
+  // The round this node left because the store did not answer it (RoundEnd::kStoreLost),
+  // recorded at its next arrival.
+  std::optional<int> outage_round_;
   // The interrupted arrival, when the retry is in the same store; consumed.
   std::optional<Arrival> TakeInterrupted();
 };

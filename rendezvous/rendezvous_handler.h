@@ -61,9 +61,12 @@ struct RendezvousInfo {
 
 // Why a dynamic round ends early, as the agent reports it to the other members.
 struct RoundEnd {
-  enum class Kind { kFailure, kLeaving };
+  // kStoreLost: this member stopped its workers because the store did not answer it; nothing
+  // can be written now, its next arrival says so (a failure of that round then spends no
+  // restart: the workers that fail meanwhile lost their peers, not their own run).
+  enum class Kind { kFailure, kLeaving, kStoreLost };
   Kind kind = Kind::kFailure;
-  std::string record;  // kFailure: the failure record (JSON); kLeaving: the reason
+  std::string record;  // kFailure: the failure record (JSON); kLeaving, kStoreLost: the reason
 };
 
 class RendezvousHandler {

@@ -12,6 +12,8 @@ Invariants (docs/reliability.md, "Network faults"), each a function returning Vi
 - steps-back: a group resumes before the latest checkpoint, or skips or repeats a step;
 - restart-count: the nodes of one round disagree on the restart count, or it goes backwards (in
   one agent's events, or from one group's steps to the next);
+- restart-spent: the restart count goes up with no worker killed since the group before (a
+  lost node, a partition or a pause must cost no restart);
 - stale-workers: a node keeps the workers of a round after it was declared lost, past the time
   its agent could act (the heal for a paused or cut-off agent, at most SELF_DETECT after the
   loss) plus STOP_GRACE;
@@ -49,8 +51,8 @@ class Violation:
 
 def check(history):
     found = []
-    for invariant in (split_brain, steps_back, restart_count, stale_workers, quorum,
-                      leftovers, recovery, exits):
+    for invariant in (split_brain, steps_back, restart_count, restart_spent, stale_workers,
+                      quorum, leftovers, recovery, exits):
         found += invariant(history)
     return found
 
@@ -202,6 +204,29 @@ def restart_count(history):
                 "restart-count", "group %s trained at restart count %d after group %s at %d" % (
                     b[0]["group"], b[0]["restart_count"], a[0]["group"],
                     a[-1]["restart_count"]), history, b[0]["t"]))
+    return found
+
+
+def restart_spent(history):
+    """A restart is spent only by a worker's own failure (a kill-worker fault): network faults,
+    pauses and lost machines change the membership for free."""
+    found = []
+    kills = sorted(f["inject"] for f in history.get("faults", []) if f["kind"] == "kill-worker")
+    segments = _segments(history)
+    for a, b in zip(segments, segments[1:]):
+        if b[0]["restart_count"] <= a[-1]["restart_count"]:
+            continue
+        cause = next((t for t in kills if a[0]["t"] - 1.0 <= t <= b[0]["t"]), None)
+        if cause is None:
+            found.append(Violation(
+                "restart-spent", "group %s trained at restart count %d after group %s at %d, "
+                "and no worker was killed in between: a %s spent a restart" % (
+                    b[0]["group"], b[0]["restart_count"], a[0]["group"], a[-1]["restart_count"],
+                    " and ".join(sorted({f["kind"] for f in history.get("faults", [])
+                                         if f["inject"] <= b[0]["t"]})) or "fault"),
+                history, a[-1]["t"], b[0]["t"]))
+        else:
+            kills.remove(cause)
     return found
 
 

@@ -102,12 +102,27 @@ class CheckerTest(unittest.TestCase):
         h["agents"][1]["events"][-1]["restart_count"] = 1
         self.assertOnly(h, "restart-count", "restart counts")
 
+    def test_restart_spent_without_a_killed_worker(self):
+        h = clean()
+        for s in h["steps"]:
+            if s["pid"] == 220:
+                s["restart_count"] = 1
+        for e in h["agents"][0]["events"] + h["agents"][1]["events"] + h["agents"][2]["events"]:
+            if e.get("round") == 2:
+                e["restart_count"] = 1
+        self.assertOnly(h, "restart-spent", "a pause spent a restart")
+        h["faults"].append({"kind": "kill-worker", "hosts": [0], "hold": 1.0,
+                            "inject": T0 + 6.8, "heal": T0 + 7.8, "recovered": T0 + 9.0})
+        self.assertEqual(checker.check(h), [])
+
     def test_restart_count_goes_back_between_groups(self):
         h = clean()
         for s in h["steps"]:
             if s["pid"] == 210:
                 s["restart_count"] = 2
-        self.assertOnly(h, "restart-count", "at restart count 0 after group m:2 at 2")
+        # (going up to 2 with no worker killed is also a restart spent)
+        self.assertOnly(h, "restart-count", "at restart count 0 after group m:2 at 2",
+                        also=("restart-spent",))
 
     def test_lost_node_keeps_its_workers(self):
         h = clean()

@@ -172,6 +172,20 @@ TEST_CASE("elastic: a lost node restarts the group at the smaller size without a
   CHECK(h.sink.all[h.sink.names.size() - 4]["cause"] == "membership");  // restart event
 }
 
+TEST_CASE("elastic: a lost store stops the workers and is told at the next arrival, no restart",
+          "[elastic][agent][elastic_agent]") {
+  Harness h({R(1, 3, 0), R(1, 3, 0)}, 0);
+  h.monitor.events.on_node_lost(-1, "lost the rendezvous store (no reply from h0:29500)");
+  CHECK(h.processes.stop_signals == std::vector<int>{SIGTERM});
+  REQUIRE(h.rendezvous.announced.size() == 1);  // before the next arrival (the same runner)
+  CHECK(h.rendezvous.announced[0].kind == rendezvous::RoundEnd::Kind::kStoreLost);
+  CHECK_THAT(h.rendezvous.announced[0].record, Catch::Contains("no reply from h0:29500"));
+  h.processes.CompleteStop();
+  REQUIRE(h.processes.attempts.size() == 2);
+  CHECK(h.processes.RestartCountOfLastAttempt() == 0);
+  CHECK(h.sink.Count("store_unreachable") == 1);
+}
+
 TEST_CASE("elastic: a worker failure is announced and spends one job-wide restart",
           "[elastic][agent][elastic_agent]") {
   Harness h({R(1, 2, 0), R(1, 2, 1)}, 1);

@@ -570,3 +570,39 @@ TEST_CASE("one member back from its own store outage restarts the others, no res
     CHECK(formed.restart_count == 0);
   }
 }
+
+// Found by the chaos harness (seed ci, schedule 6: the store host's agent paused 4.5 s): the
+// other members lost the store and stopped their workers without a word; the paused host's
+// worker failed meanwhile (its peers were gone), and on waking its agent reported a failure,
+// which spent a restart (and would have ended the job at the default --max_restarts=0).
+TEST_CASE("a failure while other members had lost the store spends no restart",
+          "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(2, 3);
+  const auto first = JoinAll(job, 3);
+  WorkersFailed(job, 0, first[0]);
+  std::vector<std::future<FormedRound>> back;
+  back.push_back(JoinAsync(job, 0, first[0]));
+  for (int id : {1, 2}) {
+    back.push_back(std::async(std::launch::async, [&job, id, previous = first[id]] {
+      DynamicRendezvous node = job.Node(id);
+      node.MarkOutage(previous.round);  // what the handler does after RoundEnd::kStoreLost
+      return node.Join(previous);
+    }));
+  }
+  for (auto& join : back) {
+    const FormedRound formed = Ready(join);
+    CHECK(formed.round == 1);
+    CHECK(formed.group_world_size == 3);
+    CHECK(formed.restart_count == 0);
+  }
+}
+
+TEST_CASE("a failure with every member back and no outage still spends one restart",
+          "[dynamic_rendezvous][spare]") {
+  Job job = SpareJob(2, 3);
+  const auto first = JoinAll(job, 3);
+  WorkersFailed(job, 0, first[0]);
+  std::vector<std::future<FormedRound>> back;
+  for (int id = 0; id < 3; ++id) back.push_back(JoinAsync(job, id, first[id]));
+  for (auto& join : back) CHECK(Ready(join).restart_count == 1);
+}
