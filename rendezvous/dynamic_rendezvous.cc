@@ -234,7 +234,12 @@ std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
                                                         TimePoint deadline) {
   const std::string sealed = RoundKey(ticket.round, "sealed");
   try {
-    WaitBeating(RoundKey(ticket.round, "min"), ticket, Left(deadline));
+    if (options_.give_up_alone && options_.alone_check_interval.count() > 0 &&
+        ticket.seq.Arrivals() == 1) {
+      WaitAlone(RoundKey(ticket.round, "min"), ticket, Left(deadline));
+    } else {
+      WaitBeating(RoundKey(ticket.round, "min"), ticket, Left(deadline));
+    }
   } catch (const store::StoreTimeout&) {
     ThrowTooFew(ticket.round);
   }
@@ -277,6 +282,44 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
     store_->SetString(beat, std::to_string(WallClockMs(clock())));
     if (sweep && ticket.seq.Arrivals() == 1 && ticket.round > 0) {
       SweepSilentMembers(ticket.round);
+    }
+  }
+}
+
+// As WaitBeating (the same beats and sweeps), with a look at the round's arrivals every
+// alone_check_interval while this node is the only one: once another arrived, the round is a
+// real one and the wait goes on as any other.
+void DynamicRendezvous::WaitAlone(const std::string& key, const Ticket& ticket,
+                                  milliseconds timeout) {
+  const milliseconds beat_every = options_.keep_alive_interval;
+  const milliseconds check_every = options_.alone_check_interval;
+  const auto deadline = clock().Now() + timeout;
+  const std::string beat =
+      RoundKey(ticket.round, "fhb_at/" + std::to_string(ticket.seq.Arrivals()));
+  auto next_beat = beat_every.count() > 0 ? clock().Now() + beat_every : TimePoint::max();
+  auto next_check = clock().Now() + check_every;
+  bool alone = true;
+  for (;;) {
+    const TimePoint until = std::min({deadline, next_beat, alone ? next_check : TimePoint::max()});
+    try {
+      store_->Wait({key}, Left(until));
+      return;
+    } catch (const store::StoreTimeout&) {
+      if (clock().Now() >= deadline) throw;
+    }
+    const TimePoint now = clock().Now();
+    if (now >= next_beat) {
+      store_->SetString(beat, std::to_string(WallClockMs(clock())));
+      if (ticket.round > 0) SweepSilentMembers(ticket.round);
+      next_beat = now + beat_every;
+    }
+    if (alone && now >= next_check) {
+      alone = SeqValue{store_->Add(RoundKey(ticket.round, "seq"), 0)}.Arrivals() <= 1;
+      if (alone && options_.give_up_alone()) {
+        throw JoinAbandonedError("node " + options_.node.host + " gave up waiting alone in round " +
+                                 std::to_string(ticket.round));
+      }
+      next_check = clock().Now() + check_every;
     }
   }
 }

@@ -54,6 +54,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -145,9 +146,20 @@ struct DynamicRendezvousOptions {
   std::chrono::milliseconds close_timeout{30'000};
   // Told one line when this node starts to wait for a running round to end (a hot spare).
   std::function<void(const std::string&)> on_waiting;
+  // Asked every `alone_check_interval` (0: never) while this node waits for MIN as the only
+  // arrival of its round: true gives the join up (JoinAbandonedError). The handler of a node
+  // serving a fresh store asks whether the job's store moved meanwhile (StoreFailover::FindMoved).
+  std::function<bool()> give_up_alone;
+  std::chrono::milliseconds alone_check_interval{0};
   // Deadlines and the beats' wall-clock times (not owned; outlives the rendezvous). The store's
   // own waits are bounded by the store, in its time.
   Clock* clock = &RealClock();
+};
+
+// Join gave up at give_up_alone's word: this node's arrival stays behind in this store.
+class JoinAbandonedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // A node's place in a round it arrived at: kept across a store error, so that a retried join
@@ -269,6 +281,9 @@ class DynamicRendezvous {
   // round's first arrival also sweeps the previous round's silent members.
   void WaitBeating(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout,
                    bool sweep = true);
+  // WaitBeating for MIN, asking give_up_alone every alone_check_interval while this node is the
+  // round's only arrival; throws JoinAbandonedError when it says so.
+  void WaitAlone(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout);
   // (ticket, nproc) of the nodes of `round`'s `nodes` arrivals that died while it formed.
   std::vector<std::pair<int, int>> DeadWhileForming(int round, int nodes);
   void SignalWaiting(int round, const Ticket& mine);

@@ -1,5 +1,6 @@
 #include "rendezvous/elastic_rendezvous_handler.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "common/duration.h"
@@ -45,6 +46,9 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
       if (outage_since_) spdlog::info("the rendezvous store answers again");
       outage_since_.reset();
       return Publish(formed);
+    } catch (const JoinAbandonedError&) {
+      if (!moved_) throw;
+      JoinMovedStore();
     } catch (const store::StoreConnectionError& error) {
       if (shutdown_) ThrowClosed();
       if (auto arrival = rendezvous_->PendingArrival()) {
@@ -86,13 +90,19 @@ void ElasticRendezvousHandler::PrepareStore() {
     return;
   }
   if (!store_) {
-    UseStore(failover_.Locate(options_.endpoints, options_.serve_first,
-                              site_.Now() + options_.rendezvous.join_timeout));
+    StoreAt located = failover_.Locate(options_.endpoints, options_.serve_first,
+                                       site_.Now() + options_.rendezvous.join_timeout);
+    // Served here because no moved store was found (yet): the survivors of a lost store host
+    // may move it only now that this restarted one serves a fresh store.
+    const bool relocate = located.serving && located.epoch == 0 && options_.serve_first &&
+                          options_.endpoints.size() > 1 &&
+                          options_.failover.relocate_check.count() > 0;
+    UseStore(std::move(located), relocate);
     return;
   }
   const auto current = Current();
   if (!current) return;  // a node that never formed a round has nothing to move
-  if (auto again = failover_.Reconnect(store_at_, epoch_)) {
+  if (auto again = failover_.Reconnect(store_at_, epoch_, current->round)) {
     if (again->epoch > epoch_) {  // a successor already serves at the same address (one host)
       const std::string at = store_at_.ToString();
       ReportLost("taken over at the same address");
@@ -177,14 +187,49 @@ int ElasticRendezvousHandler::ReportLost(const std::string& why) {
   return -1;
 }
 
-void ElasticRendezvousHandler::UseStore(StoreAt at) {
+void ElasticRendezvousHandler::UseStore(StoreAt at, bool relocate) {
   std::lock_guard lock(mutex_);
   store_ = std::move(at.store);
   store_at_ = at.address;
   epoch_ = at.epoch;
   if (at.serving) options_.rendezvous.node.serves_store = true;
-  rendezvous_ = std::make_unique<DynamicRendezvous>(options_.rendezvous, store_);
+  DynamicRendezvousOptions rendezvous = options_.rendezvous;
+  if (relocate) {
+    const std::chrono::milliseconds every = options_.failover.relocate_check;
+    rendezvous.alone_check_interval = every;
+    rendezvous.give_up_alone = [this, every] {
+      // Each probe at most half the interval: a silent endpoint delays no arrival much.
+      moved_ = failover_.FindMoved(options_.endpoints, std::max(every / 2, milliseconds{1}));
+      return moved_.has_value();
+    };
+  }
+  rendezvous_ = std::make_unique<DynamicRendezvous>(std::move(rendezvous), store_);
   if (shutdown_) store_->Interrupt();
+}
+
+void ElasticRendezvousHandler::JoinMovedStore() {
+  StoreAt moved = std::move(*moved_);
+  moved_.reset();
+  interrupted_.reset();  // its arrival in the abandoned store
+  const std::string own = StoreAddress().ToString();
+  const std::string at = moved.address.ToString();
+  int basis = -1;
+  try {
+    basis = ReadMovedStoreMarker(*moved.store, keys_).basis;
+  } catch (const std::exception&) {  // read again by the join; the event just lacks it
+  }
+  spdlog::warn("the rendezvous store moved to {} while this node waited at its own (epoch {}); "
+               "joining it",
+               at, moved.epoch);
+  Event("store_moved", Json{{"epoch", moved.epoch},
+                            {"address", at},
+                            {"basis", basis},
+                            {"serving", false},
+                            {"abandoned", own}}
+                           .dump());
+  options_.rendezvous.node.serves_store = false;
+  UseStore(std::move(moved));  // drops this node's connection to its own store: nobody uses it
+  site_.StopServing();
 }
 
 void ElasticRendezvousHandler::Event(const std::string& name, const std::string& fields_json) {

@@ -82,7 +82,11 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   // Logs and records the loss of the store (and of its host, when a member); returns that
   // member's group rank, or -1.
   int ReportLost(const std::string& why);
-  void UseStore(StoreAt at);
+  // `relocate`: this node serves `at`, a fresh store at the first endpoint; while it waits
+  // alone there it looks for a moved store of the job (FindMoved) and joins that instead.
+  void UseStore(StoreAt at, bool relocate = false);
+  // A moved store appeared while this node waited alone at its own: stop serving, join it.
+  void JoinMovedStore();
   void Event(const std::string& name, const std::string& fields_json);
   RendezvousInfo Publish(const FormedRound& formed);
   [[noreturn]] void ThrowClosed() const;
@@ -98,6 +102,7 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   std::unique_ptr<DynamicRendezvous> rendezvous_;
   std::shared_ptr<store::Store> round_store_;  // the round's agent keys
   std::optional<FailoverBasis> basis_;  // the current round's successor candidates
+  std::optional<StoreAt> moved_;  // found by the join's give_up_alone (runner thread only)
   std::optional<std::chrono::steady_clock::time_point> outage_since_;  // replicated store
   bool answered_ = false;  // the replicated store answered once
   std::vector<std::pair<std::string, std::string>> events_;  // for the next round's info

@@ -46,7 +46,7 @@ std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above, bo
   }
 }
 
-std::optional<StoreAt> StoreFailover::Reconnect(const HostPort& at, int epoch) {
+std::optional<StoreAt> StoreFailover::Reconnect(const HostPort& at, int epoch, int round) {
   const auto deadline = site_.Now() + options_.window;
   for (;;) {
     const Reach reach = site_.Probe(at, options_.probe_timeout);
@@ -54,8 +54,12 @@ std::optional<StoreAt> StoreFailover::Reconnect(const HostPort& at, int epoch) {
     if (reach == Reach::kAnswered) {
       if (auto found = TryStore(at, -1)) {
         // Still this job's store (its state is there), or one that took over since.
-        if (found->store->Check({keys_.Hint()}) && found->epoch >= epoch) return found;
-        return std::nullopt;
+        if (!found->store->Check({keys_.Hint()}) || found->epoch < epoch) return std::nullopt;
+        if (found->epoch == epoch && round >= 0 &&
+            !found->store->Check({keys_.Round(round, "sealed")})) {
+          return std::nullopt;
+        }
+        return found;
       }
     }
     if (site_.Now() >= deadline) return std::nullopt;
@@ -104,10 +108,8 @@ StoreAt StoreFailover::ServeHere(const HostPort& served, const HostPort& adverti
 StoreAt StoreFailover::Locate(const std::vector<HostPort>& endpoints, bool serve_first,
                               Clock::time_point deadline) {
   if (serve_first && !endpoints.empty()) {
-    for (std::size_t i = 1; i < endpoints.size(); ++i) {  // the job moved while this node was away
-      if (site_.Probe(endpoints[i], options_.probe_timeout) != Reach::kAnswered) continue;
-      if (auto found = TryStore(endpoints[i], 0)) return *found;
-    }
+    // The job moved while this node was away.
+    if (auto found = FindMoved(endpoints, options_.probe_timeout)) return *found;
     if (auto served = site_.Serve(endpoints[0].port.value_or(options_.port))) {
       return StoreAt{*served, site_.Connect(*served, options_.window), 0, true};
     }
@@ -126,6 +128,16 @@ StoreAt StoreFailover::Locate(const std::vector<HostPort>& endpoints, bool serve
   throw RendezvousConnectionError("no rendezvous store answered at " + tried +
                                   " within join_timeout; start the node of --rdzv_endpoint, or "
                                   "check its address");
+}
+
+std::optional<StoreAt> StoreFailover::FindMoved(const std::vector<HostPort>& endpoints,
+                                                milliseconds probe_timeout) {
+  const milliseconds timeout = std::min(probe_timeout, options_.probe_timeout);
+  for (std::size_t i = 1; i < endpoints.size(); ++i) {
+    if (site_.Probe(endpoints[i], timeout) != Reach::kAnswered) continue;
+    if (auto found = TryStore(endpoints[i], 0)) return found;
+  }
+  return std::nullopt;
 }
 
 void StoreFailover::ThrowCancelled() const {

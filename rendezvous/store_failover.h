@@ -9,6 +9,9 @@
 //     job's store of a newer epoch within the window, else the next one.
 //   Locate: a node without a round tries the endpoint list (the first one as is, the others
 //     only when they carry a moved store of this job).
+//   FindMoved: a node that serves a fresh store at the first endpoint (Locate found no moved
+//     one) looks again while it waits alone in it: the survivors may move the store only after
+//     it started (a restarted store host); then it joins theirs.
 #pragma once
 #include <chrono>
 #include <functional>
@@ -37,6 +40,8 @@ class StoreSite {
   // Serves an empty store on every interface at `port`, in this process, from now on; returns
   // where this process reaches it, or nullopt when the port is taken.
   virtual std::optional<HostPort> Serve(int port) = 0;
+  // Stops the store Serve() started, once its clients are gone (no-op when none).
+  virtual void StopServing() {}
   // Waits `duration`; false (at once) when cancelled.
   virtual bool Pause(std::chrono::milliseconds duration) = 0;
   virtual void Cancel() = 0;  // any thread; Pause and Probe return promptly afterwards
@@ -61,6 +66,9 @@ struct FailoverOptions {
   std::chrono::milliseconds window{15'000};  // the heartbeat timeout
   std::chrono::milliseconds retry{100};      // between two probes of one address
   std::chrono::milliseconds probe_timeout{1000};
+  // A node serving a fresh store at the first endpoint looks for a moved one this often while
+  // it waits alone in its first round (0: never; the launcher: keep_alive_interval).
+  std::chrono::milliseconds relocate_check{0};
 };
 
 // A connected store and where it is.
@@ -79,8 +87,10 @@ class StoreFailover {
   StoreFailover(FailoverOptions options, StoreSite& site);
 
   // The store at `at` (of epoch `epoch` or newer) if it is still there; nullopt once it is
-  // gone. Throws RendezvousClosedError when cancelled.
-  std::optional<StoreAt> Reconnect(const HostPort& at, int epoch);
+  // gone. `round` (>= 0): the round this node formed there, which the same epoch's store must
+  // hold (a fresh store a restarted store host serves, where it arrived already, does not).
+  // Throws RendezvousClosedError when cancelled.
+  std::optional<StoreAt> Reconnect(const HostPort& at, int epoch, int round = -1);
   // The store that takes over from the lost one: served here (seeded by `seed`) or found at an
   // earlier candidate. Throws RendezvousConnectionError when no candidate serves one.
   StoreAt Succeed(const FailoverBasis& basis, int my_group_rank, const Seed& seed);
@@ -89,6 +99,10 @@ class StoreFailover {
   // then the endpoints in order until `deadline`. Throws RendezvousConnectionError.
   StoreAt Locate(const std::vector<HostPort>& endpoints, bool serve_first,
                  std::chrono::steady_clock::time_point deadline);
+  // A moved store of this job (marker epoch 1 or more, ready) at the endpoints after the first,
+  // probed once each within `probe_timeout` (capped by the options'); nullopt when none.
+  std::optional<StoreAt> FindMoved(const std::vector<HostPort>& endpoints,
+                                   std::chrono::milliseconds probe_timeout);
 
  private:
   // A store of this job at `at` with a marker epoch above `above` (or any, when `above` < 0).

@@ -218,6 +218,7 @@ rendezvous::ElasticHandlerOptions HandlerOptions(const elastic::LaunchConfig& co
   handler.failover.run_id = plan.run_id;
   handler.failover.port = handler.endpoints.front().port.value_or(kDefaultC10dPort);
   handler.failover.window = config.rdzv_settings.HeartbeatTimeout();
+  handler.failover.relocate_check = config.rdzv_settings.keep_alive_interval;
   return handler;
 }
 

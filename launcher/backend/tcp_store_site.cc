@@ -86,6 +86,15 @@ std::optional<HostPort> TcpStoreSite::Serve(int port) {
   return HostPort{every_interface ? "127.0.0.1" : host, served_->Port()};
 }
 
+// The server lingers for its clients (up to `linger`) outside the lock, so scrapes go on.
+void TcpStoreSite::StopServing() {
+  std::unique_ptr<StoreServerThread> stopped;
+  {
+    std::lock_guard lock(mutex_);
+    stopped = std::move(served_);
+  }
+}
+
 // Never waits: Serve holds the lock while a replaced server lingers for its clients, and the
 // caller is the agent's event loop (a scrape then reads no store).
 std::optional<store::ServerLoad> TcpStoreSite::ServedLoad() {

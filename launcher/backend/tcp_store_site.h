@@ -32,6 +32,7 @@ class TcpStoreSite : public rendezvous::StoreSite {
   std::shared_ptr<store::Store> Connect(const HostPort& at,
                                              std::chrono::milliseconds timeout) override;
   std::optional<HostPort> Serve(int port) override;
+  void StopServing() override;
   bool Pause(std::chrono::milliseconds duration) override { return pause_.Pause(duration); }
   void Cancel() override { pause_.Cancel(); }
   std::chrono::steady_clock::time_point Now() override { return pause_.clock().Now(); }

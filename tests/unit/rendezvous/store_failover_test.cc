@@ -355,6 +355,18 @@ TEST_CASE("Reconnect: a store without the job's state is gone", "[failover]") {
   CHECK(site.Elapsed() == milliseconds(0));
 }
 
+TEST_CASE("Reconnect: a store that lacks this node's round is gone (a restarted store host's)",
+          "[failover][relocate]") {
+  FakeSite site;
+  StoreFailover failover(Options(), site);
+  auto store = JobStore();  // the hint: the restarted host arrived at round 0 of its fresh store
+  site.Put(At("10.0.0.0"), store);
+  CHECK_FALSE(failover.Reconnect(Hp("10.0.0.0"), 0, 5).has_value());
+  CHECK(site.Elapsed() == milliseconds(0));
+  store->SetString(Keys().Round(5, "sealed"), "{}");  // the store round 5 formed in
+  CHECK(failover.Reconnect(Hp("10.0.0.0"), 0, 5).has_value());
+}
+
 TEST_CASE("Reconnect: a newer-epoch store at the same address is returned with its epoch",
           "[failover]") {
   FakeSite site;
@@ -739,6 +751,39 @@ TEST_CASE("Locate: serve_first with no moved store serves the first endpoint's p
     CHECK(site.TotalProbes() == 0);
   }
   CHECK(site.Elapsed() == milliseconds(0));
+}
+
+TEST_CASE("FindMoved: one look at the endpoints after the first for a moved store of this job",
+          "[failover][relocate]") {
+  FakeSite site;
+  site.Put(At("10.0.0.10"), JobStore(MovedStoreMarker{5, At("10.0.0.10"), 4}));  // never looked at
+  StoreFailover failover(Options(), site);
+
+  SECTION("none yet: bare, unmarked and still-seeding stores are no moved store") {
+    site.Put(At("10.0.0.11"), BareStore());
+    auto seeding = JobStore(std::nullopt);
+    seeding->SetString(Keys().MovedStore(), "{\"epoch\":1,\"addr\":\"" + At("10.0.0.12") +
+                                                "\",\"basis\":4,\"ready\":false}");
+    site.Put(At("10.0.0.12"), seeding);
+    CHECK_FALSE(failover.FindMoved(kEndpoints, milliseconds(500)));
+  }
+  SECTION("the survivors' moved store, any epoch") {
+    site.SetReach(At("10.0.0.11"), Reach::kRefused);
+    site.Put(At("10.0.0.12"), JobStore(MovedStoreMarker{1, At("10.0.0.12"), 4}));
+    const auto found = failover.FindMoved(kEndpoints, milliseconds(500));
+    REQUIRE(found);
+    CHECK(found->address.ToString() == At("10.0.0.12"));
+    CHECK(found->epoch == 1);
+    CHECK_FALSE(found->serving);
+  }
+  SECTION("a silent endpoint costs the given probe timeout, not the options' one") {
+    site.SetReach(At("10.0.0.11"), Reach::kSilent);
+    site.SetReach(At("10.0.0.12"), Reach::kRefused);
+    CHECK_FALSE(failover.FindMoved(kEndpoints, milliseconds(500)));
+    CHECK(site.Elapsed() == milliseconds(500));
+  }
+  CHECK(site.Probes(At("10.0.0.10")) == 0);
+  CHECK(site.ServeCalls().empty());
 }
 
 TEST_CASE("Locate: serve_first with the port taken looks for the store like any node",

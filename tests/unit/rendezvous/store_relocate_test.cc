@@ -1,0 +1,247 @@
+// A node that serves a fresh store at the first endpoint because it found no moved store of its
+// job (StoreFailover::Locate with serve_first) keeps looking for one while it waits alone in its
+// first round, and joins it once it appears (docs/elastic.md, "Later arrivals and restarted
+// hosts"): the restarted store host whose survivors moved the store only after it started. The
+// handler and the other nodes run in a simulation (tests/unit/store/simulated_store.h): the
+// stores, the rendezvous clock and the site's clock and pauses are the simulation's, so the
+// (simulated) seconds below cost no real time.
+#include <catch2/catch.hpp>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "rendezvous/elastic_rendezvous_handler.h"
+#include "tests/unit/store/simulated_store.h"
+
+namespace {
+
+using ddprun::HostPort;
+using namespace ddprun::rendezvous;
+namespace store = ddprun::store;
+using store::testing::Simulation;
+using store::testing::SimulatedStore;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int kPort = 29500;
+constexpr milliseconds kCheck{1'000};  // relocate_check (the chaos harness's keep-alive)
+const RendezvousKeys kKeys{"job"};
+
+std::string At(const std::string& host) { return host + ":" + std::to_string(kPort); }
+
+// Addresses with a store answer; any other refuses. Serve adds one at 127.0.0.1:<port>.
+class SimSite : public StoreSite {
+ public:
+  explicit SimSite(Simulation& simulation) : simulation_(simulation) {}
+
+  void Put(const std::string& at, std::shared_ptr<SimulatedStore> store) {
+    std::lock_guard lock(mutex_);
+    stores_[at] = std::move(store);
+  }
+  std::shared_ptr<SimulatedStore> StoreOf(const std::string& at) {
+    std::lock_guard lock(mutex_);
+    auto it = stores_.find(at);
+    return it == stores_.end() ? nullptr : it->second;
+  }
+  int Probes(const std::string& at) {
+    std::lock_guard lock(mutex_);
+    return probes_[at];
+  }
+  int stops = 0;
+  std::optional<Clock::time_point> stopped_at;
+
+  Reach Probe(const HostPort& at, milliseconds) override {
+    std::lock_guard lock(mutex_);
+    ++probes_[at.ToString()];
+    return stores_.count(at.ToString()) ? Reach::kAnswered : Reach::kRefused;
+  }
+  std::shared_ptr<store::Store> Connect(const HostPort& at, milliseconds) override {
+    if (auto found = StoreOf(at.ToString())) return found;
+    throw store::StoreConnectionError("sim: no store at " + at.ToString());
+  }
+  std::optional<HostPort> Serve(int port) override {
+    const HostPort local{"127.0.0.1", port};
+    if (StoreOf(local.ToString())) return std::nullopt;
+    served_ = local.ToString();
+    Put(served_, std::make_shared<SimulatedStore>(simulation_, seconds(30)));
+    return local;
+  }
+  void StopServing() override {
+    ++stops;
+    stopped_at = simulation_.Now();
+    std::lock_guard lock(mutex_);
+    stores_.erase(served_);
+  }
+  bool Pause(milliseconds duration) override { return simulation_.Pause(duration, cancellation_); }
+  void Cancel() override { cancellation_.Cancel(); }
+  Clock::time_point Now() override { return simulation_.Now(); }
+
+ private:
+  Simulation& simulation_;
+  ddprun::Cancellation cancellation_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<SimulatedStore>> stores_;
+  std::map<std::string, int> probes_;
+  std::string served_;
+};
+
+class FakeWorkerStore : public WorkerStoreHost {
+ public:
+  int Serve() override { return 4321; }
+  void Stop() override {}
+};
+
+DynamicRendezvousOptions NodeOptions(Simulation& simulation, int id) {
+  DynamicRendezvousOptions options;
+  options.run_id = "job";
+  options.min_nodes = 2;
+  options.max_nodes = 3;
+  options.node = {"host" + std::to_string(id), "10.0.0.1" + std::to_string(id), 100 + id, 1,
+                  false};
+  options.join_timeout = seconds(60);
+  options.last_call_timeout = seconds(1);
+  options.keep_alive_interval = seconds(1);
+  options.clock = &simulation;
+  return options;
+}
+
+// Host 0's agent: the first endpoint is its machine's; it looks for moved stores every
+// `relocate_check` (0: never).
+ElasticHandlerOptions HostZero(Simulation& simulation, milliseconds relocate_check) {
+  ElasticHandlerOptions options;
+  options.rendezvous = NodeOptions(simulation, 0);
+  options.advertised_addr = "10.0.0.10";
+  options.read_timeout = seconds(10);
+  options.endpoints = {{"10.0.0.10", kPort}, {"10.0.0.11", kPort}, {"10.0.0.12", kPort}};
+  options.serve_first = true;
+  options.failover.run_id = "job";
+  options.failover.port = kPort;
+  options.failover.window = seconds(3);
+  options.failover.relocate_check = relocate_check;
+  return options;
+}
+
+milliseconds Since(Simulation& simulation, Clock::time_point start) {
+  return std::chrono::duration_cast<milliseconds>(simulation.Now() - start);
+}
+
+// The store the survivors moved to 10.0.0.11 (epoch 1, ready).
+std::shared_ptr<SimulatedStore> MovedStore(Simulation& simulation) {
+  auto moved = std::make_shared<SimulatedStore>(simulation, seconds(30));
+  moved->SetString(kKeys.MovedStore(), nlohmann::json{{"epoch", 1},
+                                                      {"addr", At("10.0.0.11")},
+                                                      {"basis", 0},
+                                                      {"ready", true}}
+                                                         .dump());
+  return moved;
+}
+
+TEST_CASE("a restarted first-endpoint node joins a store moved after it started serving",
+          "[rendezvous][relocate]") {
+  Simulation simulation;
+  SimSite site(simulation);
+  FakeWorkerStore workers;
+  const auto start = simulation.Now();
+  ElasticRendezvousHandler handler(HostZero(simulation, kCheck), site, workers);
+  auto joined = simulation.Spawn([&] { return handler.NextRendezvous(); });
+
+  // No moved store yet: it serves a fresh one at its port and waits there alone for MIN.
+  ddprun::Cancellation never;
+  simulation.Pause(milliseconds(2'500), never);
+  REQUIRE(site.StoreOf(At("127.0.0.1")) != nullptr);
+  CHECK(SeqValue{site.StoreOf(At("127.0.0.1"))->Add(kKeys.Round(0, "seq"), 0)}.Arrivals() == 1);
+  CHECK(site.stops == 0);
+
+  // The survivors' reconnect found that fresh store without the job's state: they moved the
+  // store to host 1, and one of them waits there.
+  const auto moved_at = simulation.Now();
+  auto moved = MovedStore(simulation);
+  site.Put(At("10.0.0.11"), moved);
+  auto survivor = simulation.Spawn([&] {
+    DynamicRendezvous node(NodeOptions(simulation, 1), moved);
+    const FormedRound formed = node.Join(std::nullopt);
+    moved->SetString(kKeys.Round(formed.round, "master"), "10.0.0.11:4000");
+    return formed;
+  });
+
+  const bool formed = simulation.Finishes(joined, seconds(10));
+  CHECK(formed);
+  if (!formed) {  // still alone at its own store: end it before the handler goes
+    handler.Shutdown();
+    simulation.Finishes(joined, seconds(120));
+    simulation.Finishes(survivor, seconds(120));
+    return;
+  }
+  const RendezvousInfo info = joined.get();
+  REQUIRE(simulation.Ready(survivor, seconds(1)).group_world_size == 2);
+  // Within one check interval of the moved store's appearance it left its own and joined it.
+  REQUIRE(site.stopped_at);
+  CHECK(*site.stopped_at - moved_at <= kCheck);
+  CHECK(site.stops == 1);
+  CHECK(site.StoreOf(At("127.0.0.1")) == nullptr);  // no longer served
+  CHECK(handler.StoreAddress().ToString() == At("10.0.0.11"));
+  CHECK(info.round == 0);
+  CHECK(info.group_rank == 1);
+  CHECK(info.group_world_size == 2);
+  CHECK(info.master_addr == "10.0.0.11");
+  // The switch, then the round's last call (1 s).
+  CHECK(Since(simulation, start) <= milliseconds(2'500) + kCheck + seconds(1));
+  bool event = false;
+  for (const auto& [name, fields] : info.events) {
+    if (name != "store_moved") continue;
+    const auto json = nlohmann::json::parse(fields);
+    CHECK(json.at("epoch") == 1);
+    CHECK(json.at("address") == At("10.0.0.11"));
+    CHECK(json.at("serving") == false);
+    CHECK(json.at("basis") == 0);
+    event = true;
+  }
+  CHECK(event);
+  // This node's record in the moved store does not claim the store (a newcomer there).
+  const auto record = NodeRecord::Decode(moved->GetString(kKeys.Node(0, 2)));
+  CHECK(record.node.host == "host0");
+  CHECK_FALSE(record.node.serves_store);
+}
+
+// A cold start: nobody moved any store; host 1 joins host 0's store at +2.5 s. Returns when the
+// round formed (simulated ms after start) and checks host 0 kept its own store.
+milliseconds ColdStart(milliseconds relocate_check, int* probes) {
+  Simulation simulation;
+  SimSite site(simulation);
+  FakeWorkerStore workers;
+  const auto start = simulation.Now();
+  ElasticRendezvousHandler handler(HostZero(simulation, relocate_check), site, workers);
+  auto joined = simulation.Spawn([&] { return handler.NextRendezvous(); });
+  ddprun::Cancellation never;
+  simulation.Pause(milliseconds(2'500), never);
+  auto own = site.StoreOf(At("127.0.0.1"));
+  REQUIRE(own != nullptr);
+  auto other = simulation.Spawn(
+      [&] { return DynamicRendezvous(NodeOptions(simulation, 1), own).Join(std::nullopt); });
+  const RendezvousInfo info = simulation.Ready(joined, seconds(10));
+  const milliseconds formed = Since(simulation, start);
+  CHECK(simulation.Ready(other, seconds(1)).group_world_size == 2);
+  CHECK(info.group_rank == 0);
+  CHECK(info.group_world_size == 2);
+  CHECK(handler.StoreAddress().ToString() == At("127.0.0.1"));
+  CHECK(site.stops == 0);
+  for (const auto& event : info.events) CHECK(event.first != "store_moved");
+  *probes = site.Probes(At("10.0.0.11"));
+  return formed;
+}
+
+TEST_CASE("a cold start keeps its own store and forms no later than without the look-out",
+          "[rendezvous][relocate]") {
+  int probes_on = 0;
+  int probes_off = 0;
+  const milliseconds with_check = ColdStart(kCheck, &probes_on);
+  const milliseconds without = ColdStart(milliseconds(0), &probes_off);
+  CHECK(with_check == without);
+  CHECK(with_check == milliseconds(3'500));  // host 1 at +2.5 s, then the last call (1 s)
+  // Locate's one look, then one per check while alone (+1 s, +2 s), none once host 1 came.
+  CHECK(probes_off == 1);
+  CHECK(probes_on == 3);
+}
+
+}  // namespace
