@@ -49,6 +49,8 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
     } catch (const JoinAbandonedError&) {
       if (!moved_) throw;
       JoinMovedStore();
+    } catch (const RendezvousQuorumError& error) {
+      if (!RejoinElsewhere(error)) throw;
     } catch (const store::StoreConnectionError& error) {
       if (shutdown_) ThrowClosed();
       if (auto arrival = rendezvous_->PendingArrival()) {
@@ -205,6 +207,37 @@ void ElasticRendezvousHandler::UseStore(StoreAt at, bool relocate) {
   }
   rendezvous_ = std::make_unique<DynamicRendezvous>(std::move(rendezvous), store_);
   if (shutdown_) store_->Interrupt();
+}
+
+// This side lost its quorum. If the job goes on at a moved store of a newer epoch (the majority
+// moved it while this node was paused or cut off), this node joins it as a new member instead
+// of ending: its own round is over, the others' is not.
+bool ElasticRendezvousHandler::RejoinElsewhere(const RendezvousQuorumError& error) {
+  if (options_.replicated_store || options_.endpoints.size() < 2) return false;
+  std::optional<StoreAt> moved =
+      failover_.FindMoved(options_.endpoints, options_.failover.probe_timeout);
+  if (!moved || moved->epoch <= epoch_) return false;
+  const std::string own = StoreAddress().ToString();
+  const std::string at = moved->address.ToString();
+  spdlog::warn("{}; but the job goes on at {} (epoch {}): joining it as a new member", error.what(),
+               at, moved->epoch);
+  Event("store_moved", Json{{"epoch", moved->epoch},
+                            {"address", at},
+                            {"serving", false},
+                            {"abandoned", own},
+                            {"reason", "lost quorum"}}
+                           .dump());
+  const bool served_own = options_.rendezvous.node.serves_store;
+  options_.rendezvous.node.serves_store = false;
+  interrupted_.reset();
+  {
+    std::lock_guard lock(mutex_);
+    current_.reset();  // a newcomer there: its rounds here mean nothing to the moved store
+  }
+  basis_.reset();
+  UseStore(std::move(*moved));
+  if (served_own) site_.StopServing();  // nobody else lands on the abandoned store
+  return true;
 }
 
 void ElasticRendezvousHandler::JoinMovedStore() {

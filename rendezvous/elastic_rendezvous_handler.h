@@ -87,6 +87,7 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   void UseStore(StoreAt at, bool relocate = false);
   // A moved store appeared while this node waited alone at its own: stop serving, join it.
   void JoinMovedStore();
+  bool RejoinElsewhere(const RendezvousQuorumError& error);
   void Event(const std::string& name, const std::string& fields_json);
   RendezvousInfo Publish(const FormedRound& formed);
   [[noreturn]] void ThrowClosed() const;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "rendezvous/elastic_rendezvous_handler.h"
 #include "tests/unit/store/simulated_store.h"
 
@@ -202,6 +203,64 @@ TEST_CASE("a restarted first-endpoint node joins a store moved after it started 
   const auto record = NodeRecord::Decode(moved->GetString(kKeys.Node(0, 2)));
   CHECK(record.node.host == "host0");
   CHECK_FALSE(record.node.serves_store);
+}
+
+// Found by the chaos harness (seed s2, schedule 17: the store host's agent paused 8 s): the
+// other two moved the store and trained; the store host woke, came back to its own store as a
+// member, lost its quorum there (1 of 3) and ended, although the job went on without it.
+TEST_CASE("a node that lost its quorum joins the majority's moved store as a new member",
+          "[rendezvous][relocate]") {
+  Simulation simulation;
+  SimSite site(simulation);
+  FakeWorkerStore workers;
+  ElasticRendezvousHandler handler(HostZero(simulation, milliseconds(0)), site, workers);
+  auto first = simulation.Spawn([&] { return handler.NextRendezvous(); });
+  ddprun::Cancellation never;
+  simulation.Pause(milliseconds(500), never);
+  auto own = site.StoreOf(At("127.0.0.1"));
+  REQUIRE(own != nullptr);
+  std::vector<std::future<FormedRound>> members;
+  for (int id : {1, 2}) {
+    members.push_back(simulation.Spawn(
+        [&, id] { return DynamicRendezvous(NodeOptions(simulation, id), own).Join(std::nullopt); }));
+  }
+  const RendezvousInfo round0 = simulation.Ready(first, seconds(10));
+  REQUIRE(round0.group_world_size == 3);
+  for (auto& member : members) simulation.Ready(member, seconds(1));
+
+  // The other two beat last 10 s ago (they went silent), moved the store to host 1 (epoch 1)
+  // and wait there; host 0 comes back to its own store as a member of round 0, alone: it sweeps
+  // them as lost, and has no quorum there.
+  for (int rank : {0, 1, 2}) {
+    if (rank == round0.group_rank) continue;
+    own->SetString(kKeys.Round(0, "hb_at/" + std::to_string(rank)),
+                   std::to_string(ddprun::WallClockMs(simulation) - 10'000));
+  }
+  auto moved = MovedStore(simulation);
+  site.Put(At("10.0.0.11"), moved);
+  auto survivor = simulation.Spawn([&] {
+    DynamicRendezvous node(NodeOptions(simulation, 1), moved);
+    const FormedRound formed = node.Join(std::nullopt);
+    moved->SetString(kKeys.Round(formed.round, "master"), "10.0.0.11:4000");
+    return formed;
+  });
+  auto again = simulation.Spawn([&] { return handler.NextRendezvous(); });
+  const bool formed = simulation.Finishes(again, seconds(120));
+  REQUIRE(formed);
+  const RendezvousInfo info = again.get();
+  CHECK(simulation.Ready(survivor, seconds(1)).group_world_size == 2);
+  CHECK(handler.StoreAddress().ToString() == At("10.0.0.11"));
+  CHECK(info.group_world_size == 2);
+  CHECK(site.stops == 1);  // its own store is no longer served
+  bool event = false;
+  for (const auto& [name, fields] : info.events) {
+    if (name != "store_moved") continue;
+    const auto json = nlohmann::json::parse(fields);
+    CHECK(json.at("reason") == "lost quorum");
+    CHECK(json.at("epoch") == 1);
+    event = true;
+  }
+  CHECK(event);
 }
 
 // A cold start: nobody moved any store; host 1 joins host 0's store at +2.5 s. Returns when the
