@@ -21,36 +21,16 @@ Usage (under a torchrun-compatible elastic launcher): chaos_train.py DIR [--ckpt
 import argparse
 import json
 import os
+import sys
 import time
 
 
-def spawn_time():
-    """Wall-clock time at which this process was created (fork), to about 10 ms."""
-    with open("/proc/self/stat") as f:
-        data = f.read()
-    start_ticks = int(data[data.rindex(")") + 2:].split()[19])  # field 22: starttime
-    with open("/proc/uptime") as f:
-        uptime = float(f.read().split()[0])
-    return time.time() - (uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
-
+# The interop training's helpers: spawn time from /proc, atomic writes, single-write appends.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+from train_elastic import (  # noqa: E402
+    FEATURES, GLOBAL_BATCH, HIDDEN, LR, SAMPLES, append_line, spawn_time, write_atomic)
 
 SPAWN = spawn_time()
-SAMPLES, FEATURES, HIDDEN, GLOBAL_BATCH, LR = 480, 16, 32, 24, 0.05
-
-
-def write_atomic(path, data):
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
-def append_line(path, record):
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (json.dumps(record, sort_keys=True) + "\n").encode())
-    finally:
-        os.close(fd)
 
 
 def release_steps(directory):

@@ -6,6 +6,7 @@
 // stores, the rendezvous clock and the site's clock and pauses are the simulation's, so the
 // (simulated) seconds below cost no real time.
 #include <catch2/catch.hpp>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -138,6 +139,16 @@ std::shared_ptr<SimulatedStore> MovedStore(Simulation& simulation) {
   return moved;
 }
 
+// A survivor that waits in the moved store for the round it forms with host 0.
+std::future<FormedRound> SurvivorIn(Simulation& simulation, std::shared_ptr<SimulatedStore> moved) {
+  return simulation.Spawn([&simulation, moved] {
+    DynamicRendezvous node(NodeOptions(simulation, 1), moved);
+    const FormedRound formed = node.Join(std::nullopt);
+    moved->SetString(kKeys.Round(formed.round, "master"), "10.0.0.11:4000");
+    return formed;
+  });
+}
+
 TEST_CASE("a restarted first-endpoint node joins a store moved after it started serving",
           "[rendezvous][relocate]") {
   Simulation simulation;
@@ -159,12 +170,7 @@ TEST_CASE("a restarted first-endpoint node joins a store moved after it started 
   const auto moved_at = simulation.Now();
   auto moved = MovedStore(simulation);
   site.Put(At("10.0.0.11"), moved);
-  auto survivor = simulation.Spawn([&] {
-    DynamicRendezvous node(NodeOptions(simulation, 1), moved);
-    const FormedRound formed = node.Join(std::nullopt);
-    moved->SetString(kKeys.Round(formed.round, "master"), "10.0.0.11:4000");
-    return formed;
-  });
+  auto survivor = SurvivorIn(simulation, moved);
 
   const bool formed = simulation.Finishes(joined, seconds(10));
   CHECK(formed);
@@ -238,12 +244,7 @@ TEST_CASE("a node that lost its quorum joins the majority's moved store as a new
   }
   auto moved = MovedStore(simulation);
   site.Put(At("10.0.0.11"), moved);
-  auto survivor = simulation.Spawn([&] {
-    DynamicRendezvous node(NodeOptions(simulation, 1), moved);
-    const FormedRound formed = node.Join(std::nullopt);
-    moved->SetString(kKeys.Round(formed.round, "master"), "10.0.0.11:4000");
-    return formed;
-  });
+  auto survivor = SurvivorIn(simulation, moved);
   auto again = simulation.Spawn([&] { return handler.NextRendezvous(); });
   const bool formed = simulation.Finishes(again, seconds(120));
   REQUIRE(formed);
