@@ -56,6 +56,7 @@ class Runner:
         job = harness.Job(self.hosts, workdir, "chaos-%s" % uuid.uuid4().hex[:8], self.python,
                           backend)
         self.job, self.active, self.pending, self.released = job, set(), set(), False
+        self.closed_hosts, self.ended_at = set(), None
         fault_log, started_at, error = [], time.time(), None
         full = released_at = None
         leftovers = []
@@ -75,10 +76,13 @@ class Runner:
             for fault in faults if full is not None else []:
                 entry = self.episode(fault)
                 fault_log.append(entry)
+                if self.ended_at is not None:  # the checker says whether it could end so
+                    break
                 if entry["recovered"] is None:
                     error = "no full-size training within %d s of the heal" % RECOVERY_WAIT
                     break
-            released_at = self.release() if error is None else None
+            ended = self.ended_at is not None
+            released_at = self.release() if error is None and not ended else None
             finished = self.wait(lambda: not job.agents, FINISH_WAIT, None,
                                  restart=False) if error is None else False
             if error is None and not finished:
@@ -86,7 +90,7 @@ class Runner:
                     FINISH_WAIT, sorted(job.agents))
             if error is None:
                 self.wait(lambda: not job.leftovers(), LEFTOVER_WAIT, None, restart=False)
-            leftovers = _describe_pids(job.leftovers())
+                leftovers = _describe_pids(job.leftovers())
         finally:
             self.heal_everything()
             job.stop_sampler()
@@ -103,7 +107,8 @@ class Runner:
             "seed": seed, "index": index, "backend": backend, "faults": fault_log,
             "schedule": [f.as_dict() for f in faults], "started_at": started_at,
             "first_full_size": full, "released_at": released_at, "ended_at": time.time(),
-            "harness_error": error, "agents": [a.record() for a in job.finished],
+            "harness_error": error, "job_ended": self.ended_at,
+            "agents": [a.record() for a in job.finished],
             "samples": job.samples, "steps": job.steps(), "started": job.started(),
             "leftovers": leftovers,
             "config": {"hosts": len(self.hosts.addresses), "nproc": harness.NPROC,
@@ -182,10 +187,22 @@ class Runner:
         for agent in self.job.reap():
             if not restart or self.released:
                 continue
-            if agent.host in self.active:
+            if any(harness.CLOSED in line for line in agent.record()["errors"]):
+                self.closed_hosts.add(agent.host)  # the job is over there: no restart helps
+            elif agent.host in self.active:
                 self.pending.add(agent.host)  # restarted once the fault is healed
             else:
                 self.restart(agent.host)
+        job = self.job
+        gone = {h for h, n in job.restarts.items() if h in self.closed_hosts or
+                (n >= harness.AGENT_RESTARTS_PER_HOST and h not in job.agents)}
+        if self.ended_at is None and not self.released and \
+                len(gone) > len(self.hosts.addresses) - harness.MIN_NODES:
+            # Too few hosts can ever come back for a round: the job ended. The operator cancels
+            # what is left (an agent waiting alone for join_timeout): SIGTERM, exit 143.
+            self.ended_at = time.time()
+            for agent in job.agents.values():
+                lib.kill_quietly(agent.proc.pid, signal.SIGTERM)
 
     def restart(self, host):
         job = self.job
@@ -214,13 +231,15 @@ class Runner:
         found = []
 
         def trained():
+            if self.ended_at is not None:
+                return True
             for entry in self.job.steps():
                 if entry["world_size"] == full and entry["t"] > since:
                     found.append(entry["t"])
                     return True
             return False
         self.wait(trained, timeout, None)
-        return found[0] if found else None
+        return found[0] if found else None  # None also when the job ended
 
     def release(self):
         """Lets the workers finish 5 steps after the latest one."""

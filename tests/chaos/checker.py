@@ -20,6 +20,9 @@ Invariants (docs/reliability.md, "Network faults"), each a function returning Vi
 - quorum: a host cut off from the others (alone: no quorum) forms a round or starts workers;
 - leftovers: a process of the job outlives it;
 - recovery: the job is not training at full size within RECOVERY_BOUND of a heal;
+- job-ended: every agent gone for good (lost quorum, then the closed rendezvous) after a fault
+  with no loss beside it (with loss on every host no side may be able to prove a majority: the
+  documented end);
 - exit: an agent exits 0 before the job is released, exits non-zero outside a fault on its
   host (a cut, a pause, a kill, or loss/delay laid under another fault) or without an error line of its own, or writes anything but its log lines to stderr (a
   traceback, an abort; the workers' output goes to files); or the job does not finish.
@@ -31,6 +34,7 @@ SELF_DETECT = 4.0      # x heartbeat timeout: a cut-off agent finds its own loss
 QUORUM_SETTLE = 1.0    # x heartbeat timeout after a cut before the minority must have stopped
 EXIT_SLACK = 10.0      # an agent's exit counts as the fault's until this long after the heal
 CUTS = ("partition", "oneway-in", "oneway-out")
+CLOSED_LINE = "is closed: the job has finished"
 
 
 class Violation:
@@ -52,7 +56,7 @@ class Violation:
 def check(history):
     found = []
     for invariant in (split_brain, steps_back, restart_count, restart_spent, stale_workers,
-                      quorum, leftovers, recovery, exits):
+                      quorum, leftovers, recovery, job_ended, exits):
         found += invariant(history)
     return found
 
@@ -322,7 +326,10 @@ def leftovers(history):
 
 def recovery(history):
     found = []
+    ended = history.get("job_ended")
     for fault in history.get("faults", []):
+        if ended is not None and fault.get("recovered") is None:
+            continue  # job_ended says whether it could end so
         took = None if fault.get("recovered") is None else fault["recovered"] - fault["heal"]
         if took is None or took > RECOVERY_BOUND:
             found.append(Violation(
@@ -332,6 +339,27 @@ def recovery(history):
                     "took %.1f s to train at full size (bound %.0f s)" % (took, RECOVERY_BOUND)),
                 history, fault["heal"]))
     return found
+
+
+def job_ended(history):
+    """Every agent gone for good (lost quorum, then the closed rendezvous) is the documented end
+    only when no side could keep a quorum: loss on every host beside a cut (no majority can
+    prove itself); after a single fault it is a violation."""
+    ended = history.get("job_ended")
+    if ended is None:
+        return []
+    quorum_exits = [a for a in history.get("agents", [])
+                    if any("lost quorum" in line for line in a["errors"])]
+    first = min((a["exit"] for a in quorum_exits), default=ended)
+    noise = [f for f in history.get("faults", []) if f["inject"] <= first <= f["heal"] +
+             EXIT_SLACK and (f["kind"] in ("loss", "delay") or f.get("background"))]
+    if noise:
+        return []
+    return [Violation("job-ended", "every agent ended (first at %.2f, %s) after a single fault "
+                      "with no loss beside it: one side should have kept a quorum" % (
+                          first, "; ".join(sorted({a["errors"][-1][:80]
+                                                   for a in quorum_exits})) or "no error"),
+                      history, first, ended)]
 
 
 def exits(history):
@@ -351,6 +379,10 @@ def exits(history):
                 found.append(Violation("exit", "%s exited 0 before the job was released" % where,
                                        history, t))
             continue
+        closed = agent["errors"] and CLOSED_LINE in agent["errors"][-1]
+        ended = history.get("job_ended")
+        if ended is not None and (closed or (rc == 143 and t >= ended)):
+            continue  # told the job is over, or cancelled after it ended (job_ended judges it)
         if released is not None and t >= released and history.get("harness_error") is None:
             found.append(Violation("exit", "%s exited %s after the release: %s" % (
                 where, rc, agent["errors"][-1:] or agent["stderr_tail"][-1:]), history, t))

@@ -32,6 +32,7 @@ import ddprun_testlib as lib  # noqa: E402
 
 TRAIN = os.path.join(HERE, "chaos_train.py")
 NPROC = 1
+MIN_NODES = 2  # --nnodes=2:3
 HOST_VAR = "DDPRUN_CHAOS_HOST"
 RDZV_PORT = 29500
 KEEP_ALIVE_INTERVAL, KEEP_ALIVE_MAX_ATTEMPT = 1, 3
@@ -43,6 +44,7 @@ CKPT_EVERY = 5
 STEP_SLEEP = 0.1
 SAMPLE_INTERVAL = 0.1
 AGENT_RESTARTS_PER_HOST = 4  # per schedule: an agent that keeps dying is not restarted forever
+CLOSED = "is closed: the job has finished"  # a restarted agent's line once the job is over
 
 
 def _run(args, check=True):
@@ -261,7 +263,7 @@ class Job:
         env = lib.clean_env({"GLOO_SOCKET_IFNAME": self.hosts.devices[host],
                              HOST_VAR: str(host), lib.MARKER_VAR: self.marker})
         args = self.hosts.exec_prefix(host) + [
-            lib.DDPRUN, "--nnodes=2:%d" % len(self.hosts.addresses),
+            lib.DDPRUN, "--nnodes=%d:%d" % (MIN_NODES, len(self.hosts.addresses)),
             "--nproc_per_node=%d" % NPROC, "--rdzv_backend=%s" % self.backend,
             "--rdzv_endpoint=%s" % self.endpoints, "--rdzv_id=%s" % self.rdzv_id,
             "--max_restarts=%d" % MAX_RESTARTS, "--rdzv_conf=%s" % RDZV_CONF,

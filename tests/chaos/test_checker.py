@@ -169,6 +169,27 @@ class CheckerTest(unittest.TestCase):
         h["agents"][1]["exit"] = T0 + 30
         self.assertOnly(h, "exit", "exited 0 before the job was released")
 
+    def ended(self, background):
+        """Every agent ended with lost quorum during a cut of host 2 (no recovery, no release)."""
+        h = clean()
+        h["faults"] = [{"kind": "partition", "hosts": [2], "hold": 8.0, "inject": T0 + 1.5,
+                        "heal": T0 + 9.5, "recovered": None}]
+        if background:
+            h["faults"][0]["background"] = {"kind": "loss", "hosts": [0, 1, 2], "percent": 10}
+        h["steps"] = [s for s in h["steps"] if s["pid"] == 200]
+        h["samples"] = [s for s in h["samples"] if s[0] <= T0 + 4.55]
+        line = "ddprun: error: lost quorum: only 1 of the 3 nodes of round 0 came back"
+        for i, a in enumerate(h["agents"]):
+            a["events"] = a["events"][:2]
+            a.update(rc=1, exit=T0 + 6.0 + i, errors=[line])
+        h.update(released_at=None, job_ended=T0 + 9.0)
+        return h
+
+    def test_the_job_may_end_only_when_no_side_could_keep_a_quorum(self):
+        self.assertEqual(checker.check(self.ended(background=True)), [])
+        self.assertOnly(self.ended(background=False), "job-ended", "after a single fault",
+                        also=("exit",))
+
     def test_each_check_can_fail(self):
         # The clean history stays clean after the copies above (no shared state).
         h = clean()
