@@ -91,9 +91,11 @@ class Network:
         if self.netem:
             self._netem(host, "loss", "%d%%" % percent)
             return
-        for chain in ("INPUT", "OUTPUT"):
-            self._ipt(host, "-A", chain, "-m", "statistic", "--mode", "random", "--probability",
-                      "%.4f" % (percent / 100.0), "-j", "DROP")
+        # On the host's link only: its loopback (an agent and the store it serves) loses nothing.
+        device = self.hosts.devices[host]
+        for chain, side in (("INPUT", "-i"), ("OUTPUT", "-o")):
+            self._ipt(host, "-A", chain, side, device, "-m", "statistic", "--mode", "random",
+                      "--probability", "%.4f" % (percent / 100.0), "-j", "DROP")
 
     def delay(self, host, ms, jitter):
         if not self.netem:
