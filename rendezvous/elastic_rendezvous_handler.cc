@@ -217,35 +217,15 @@ bool ElasticRendezvousHandler::RejoinElsewhere(const RendezvousQuorumError& erro
   std::optional<StoreAt> moved =
       failover_.FindMoved(options_.endpoints, options_.failover.probe_timeout);
   if (!moved || moved->epoch <= epoch_) return false;
-  const std::string own = StoreAddress().ToString();
-  const std::string at = moved->address.ToString();
   spdlog::warn("{}; but the job goes on at {} (epoch {}): joining it as a new member", error.what(),
-               at, moved->epoch);
-  Event("store_moved", Json{{"epoch", moved->epoch},
-                            {"address", at},
-                            {"serving", false},
-                            {"abandoned", own},
-                            {"reason", "lost quorum"}}
-                           .dump());
-  const bool served_own = options_.rendezvous.node.serves_store;
-  options_.rendezvous.node.serves_store = false;
-  interrupted_.reset();
-  {
-    std::lock_guard lock(mutex_);
-    current_.reset();  // a newcomer there: its rounds here mean nothing to the moved store
-  }
-  basis_.reset();
-  UseStore(std::move(*moved));
-  if (served_own) site_.StopServing();  // nobody else lands on the abandoned store
+               moved->address.ToString(), moved->epoch);
+  JoinAsNewcomer(std::move(*moved), Json{{"reason", "lost quorum"}});
   return true;
 }
 
 void ElasticRendezvousHandler::JoinMovedStore() {
   StoreAt moved = std::move(*moved_);
   moved_.reset();
-  interrupted_.reset();  // its arrival in the abandoned store
-  const std::string own = StoreAddress().ToString();
-  const std::string at = moved.address.ToString();
   int basis = -1;
   try {
     basis = ReadMovedStoreMarker(*moved.store, keys_).basis;
@@ -253,16 +233,28 @@ void ElasticRendezvousHandler::JoinMovedStore() {
   }
   spdlog::warn("the rendezvous store moved to {} while this node waited at its own (epoch {}); "
                "joining it",
-               at, moved.epoch);
-  Event("store_moved", Json{{"epoch", moved.epoch},
-                            {"address", at},
-                            {"basis", basis},
-                            {"serving", false},
-                            {"abandoned", own}}
-                           .dump());
+               moved.address.ToString(), moved.epoch);
+  JoinAsNewcomer(std::move(moved), Json{{"basis", basis}});
+}
+
+// Leaves this node's store for `moved` as a newcomer there (its rounds here mean nothing to the
+// moved store), and stops serving its own so that nobody else lands on it.
+void ElasticRendezvousHandler::JoinAsNewcomer(StoreAt moved, Json event) {
+  event["epoch"] = moved.epoch;
+  event["address"] = moved.address.ToString();
+  event["serving"] = false;
+  event["abandoned"] = StoreAddress().ToString();
+  Event("store_moved", event.dump());
+  const bool served_own = options_.rendezvous.node.serves_store;
   options_.rendezvous.node.serves_store = false;
-  UseStore(std::move(moved));  // drops this node's connection to its own store: nobody uses it
-  site_.StopServing();
+  interrupted_.reset();  // its arrival in the abandoned store
+  {
+    std::lock_guard lock(mutex_);
+    current_.reset();
+  }
+  basis_.reset();
+  UseStore(std::move(moved));  // drops this node's connection to its own store
+  if (served_own) site_.StopServing();
 }
 
 void ElasticRendezvousHandler::Event(const std::string& name, const std::string& fields_json) {

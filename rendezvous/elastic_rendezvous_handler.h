@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/rendezvous_handler.h"
 #include "rendezvous/static_rendezvous.h"
@@ -88,6 +90,7 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   // A moved store appeared while this node waited alone at its own: stop serving, join it.
   void JoinMovedStore();
   bool RejoinElsewhere(const RendezvousQuorumError& error);
+  void JoinAsNewcomer(StoreAt moved, nlohmann::json event);
   void Event(const std::string& name, const std::string& fields_json);
   RendezvousInfo Publish(const FormedRound& formed);
   [[noreturn]] void ThrowClosed() const;
