@@ -497,7 +497,11 @@ void DynamicRendezvous::SeedMovedStore(const FormedRound& basis,
                                                    .dump());
   // A survivor that never saw the basis sealed joins it late: the seal sends it on to round+1.
   store_->Add(RoundKey(round, "seq"), SeqValue::kSeal);
-  store_->SetString(RoundKey(round, "hb_base"), std::to_string(WallClockMs(clock())));
+  // The members' silence counts from one heartbeat timeout after now: a survivor may spend that
+  // long awaiting this successor (StoreFailover's window) before it gets here over a slow link.
+  const milliseconds patience = options_.keep_alive_interval * options_.keep_alive_max_attempt;
+  store_->SetString(RoundKey(round, "hb_base"), std::to_string(WallClockMs(clock()) +
+                                                                patience.count()));
   store_->SetString(RoundKey(round + 1, "strict"), "1");
   std::string host = "<unknown>";
   for (const RoundMember& member : members) {

@@ -27,9 +27,10 @@ std::vector<RoundMember> SuccessorOrder(const FailoverBasis& basis) {
 StoreFailover::StoreFailover(FailoverOptions options, StoreSite& site)
     : options_(std::move(options)), site_(site), keys_{options_.run_id} {}
 
-std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above, bool fail_on_auth) {
+std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above, bool fail_on_auth,
+                                               milliseconds timeout) {
   try {
-    auto store = site_.Connect(at, options_.probe_timeout);
+    auto store = site_.Connect(at, timeout.count() > 0 ? timeout : options_.probe_timeout);
     const MovedStoreMarker marker = ReadMovedStoreMarker(*store, keys_);
     if (!marker.ready) return std::nullopt;  // its successor is still seeding it
     if (above >= 0 && marker.epoch <= above) return std::nullopt;
@@ -52,7 +53,7 @@ std::optional<StoreAt> StoreFailover::Reconnect(const HostPort& at, int epoch, i
     const Reach reach = site_.Probe(at, options_.probe_timeout);
     if (reach == Reach::kRefused) return std::nullopt;
     if (reach == Reach::kAnswered) {
-      if (auto found = TryStore(at, -1)) {
+      if (auto found = TryStore(at, -1, false, ConnectBudget(deadline))) {
         // Still this job's store (its state is there), or one that took over since.
         if (!found->store->Check({keys_.Hint()}) || found->epoch < epoch) return std::nullopt;
         if (found->epoch == epoch && round >= 0 &&
@@ -73,7 +74,7 @@ std::optional<StoreAt> StoreFailover::AwaitCandidate(const HostPort& at, int abo
     // Answered without the marker: it may be seeding; refused or silent: it may not have
     // noticed the loss yet. Either way, it has the window.
     if (site_.Probe(at, options_.probe_timeout) == Reach::kAnswered) {
-      if (auto found = TryStore(at, above)) return found;
+      if (auto found = TryStore(at, above, false, ConnectBudget(deadline))) return found;
     }
     if (site_.Now() >= deadline) return std::nullopt;
     if (!site_.Pause(options_.retry)) ThrowCancelled();
@@ -138,6 +139,11 @@ std::optional<StoreAt> StoreFailover::FindMoved(const std::vector<HostPort>& end
     if (auto found = TryStore(endpoints[i], 0)) return found;
   }
   return std::nullopt;
+}
+
+milliseconds StoreFailover::ConnectBudget(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - site_.Now());
+  return std::max(left, options_.probe_timeout);
 }
 
 void StoreFailover::ThrowCancelled() const {

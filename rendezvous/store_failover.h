@@ -105,10 +105,14 @@ class StoreFailover {
                                    std::chrono::milliseconds probe_timeout);
 
  private:
-  // A store of this job at `at` with a marker epoch above `above` (or any, when `above` < 0).
-  // A store that refuses the token (StoreAuthError) is not this job's: nullopt, or rethrown
-  // with fail_on_auth.
-  std::optional<StoreAt> TryStore(const HostPort& at, int above, bool fail_on_auth = false);
+  // A store of this job at `at` with a marker epoch above `above` (or any, when `above` < 0),
+  // connecting within `timeout` (0: probe_timeout). A store that refuses the token
+  // (StoreAuthError) is not this job's: nullopt, or rethrown with fail_on_auth.
+  std::optional<StoreAt> TryStore(const HostPort& at, int above, bool fail_on_auth = false,
+                                  std::chrono::milliseconds timeout = {});
+  // What is left of the window until `deadline`, never less than probe_timeout: an address
+  // that answered a probe is alive, and a slow link must not cut its connection short.
+  std::chrono::milliseconds ConnectBudget(std::chrono::steady_clock::time_point deadline);
   std::optional<StoreAt> AwaitCandidate(const HostPort& at, int above);
   StoreAt ServeHere(const HostPort& served, const HostPort& advertised, const FailoverBasis& basis,
                     const Seed& seed);

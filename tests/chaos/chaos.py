@@ -48,7 +48,7 @@ class Runner:
 
     # -- one schedule --------------------------------------------------------------------------
 
-    def run(self, seed, index, backend, faults):
+    def run(self, seed, index, backend, faults, without=()):
         workdir = os.path.join(self.out, "%s-%03d" % (_safe(seed), index))
         if os.path.exists(workdir):
             shutil.rmtree(workdir)
@@ -104,7 +104,8 @@ class Runner:
                     pass
             job.reap()
         history = {
-            "seed": seed, "index": index, "backend": backend, "faults": fault_log,
+            "seed": seed, "index": index, "without": list(without), "backend": backend,
+            "faults": fault_log,
             "schedule": [f.as_dict() for f in faults], "started_at": started_at,
             "first_full_size": full, "released_at": released_at, "ended_at": time.time(),
             "harness_error": error, "job_ended": self.ended_at,
@@ -129,9 +130,11 @@ class Runner:
         entry["effect"] = self.inject(fault)
         self.wait(lambda: False, fault.hold, None)
         entry["heal"] = time.time()
-        self.heal(fault)
+        delayed = self.heal(fault)
         if fault.background is not None:
-            self.heal(fault.background)
+            delayed.update(self.heal(fault.background))
+        if delayed:
+            entry["delayer"] = {str(h): line for h, line in sorted(delayed.items())}
         self.active = set()
         for host in sorted(self.pending):
             self.restart(host)
@@ -165,13 +168,16 @@ class Runner:
         return {}
 
     def heal(self, fault):
+        """Heals `fault`; {host: delayer summary line} of the hosts it delayed."""
+        delayed = {}
         if fault.kind == "pause":
             self.job.signal_agent(fault.hosts[0], harness.signal.SIGCONT)
         elif fault.kind == "etcd-pause":
             self.job.etcd.signal(fault.hosts[0], harness.signal.SIGCONT)
         elif fault.kind not in ("kill-agent", "kill-worker"):
             for h in fault.hosts:
-                self.network.heal(h)
+                delayed.update(self.network.heal(h))
+        return delayed
 
     def heal_everything(self):
         for host in range(len(self.hosts.addresses)):
@@ -269,13 +275,20 @@ def _safe(text):
 
 
 def read_regressions(path):
-    """(seed, index, why) per non-comment line "SEED INDEX  # why" of the regression file."""
+    """(seed, index, why, without) per non-comment line "SEED INDEX [without=KIND,...]  # why"
+    of the regression file: `without` names the kinds the generator did not have when the
+    schedule was found (a schedule is drawn from the kinds there are), so it replays as found."""
     found = []
     for line in open(path):
         body, _, why = line.partition("#")
         fields = body.split()
-        if len(fields) == 2:
-            found.append((fields[0], int(fields[1]), why.strip()))
+        if len(fields) in (2, 3):
+            without = ()
+            if len(fields) == 3:
+                if not fields[2].startswith("without="):
+                    raise ValueError("%s: %r: the third field is without=KIND,..." % (path, line))
+                without = tuple(k for k in fields[2][len("without="):].split(",") if k)
+            found.append((fields[0], int(fields[1]), why.strip(), without))
     return found
 
 
@@ -296,7 +309,8 @@ def check_recorded(paths):
         found = checker.check(history)
         print("chaos: %s: %s; %d violations" % (path, checker.summary(history), len(found)))
         for violation in found:
-            print(violation.report(history["seed"], history["index"]))
+            print(violation.report(history["seed"], history["index"],
+                                   history.get("without", ())))
         count += len(found)
     return 1 if count else 0
 
@@ -325,6 +339,9 @@ def main():
     parser.add_argument("--episodes", type=int, default=None, help="faults per schedule")
     parser.add_argument("--backend", choices=schedules.BACKENDS,
                         help="every schedule on this backend (default: the schedule's own)")
+    parser.add_argument("--without", metavar="KIND,...",
+                        help="draw the schedules without these fault kinds (replays a schedule "
+                             "found before a kind existed)")
     parser.add_argument("--regressions", help="also run the (seed, index) pairs in this file")
     parser.add_argument("--out", help="keep the histories here (default: a temp dir)")
     parser.add_argument("--python", default=lib.SYSTEM_PYTHON)
@@ -340,30 +357,34 @@ def main():
     if reason:
         print("chaos: skipped: %s" % reason)
         return 77
-    netem = harness.have_netem()
-    kinds = schedules.KINDS if netem else tuple(k for k in schedules.KINDS if k != "delay")
-    print("chaos: tc netem %s" % ("available: loss and delay by netem" if netem else
-                                  "unavailable (kernel without sch_netem): loss by the iptables "
-                                  "statistic match, no delay episodes"))
-    runs = [(args.seed, i, "") for i in range(args.first, args.first + args.schedules)]
+    without = tuple(k for k in (args.without or "").split(",") if k)
+    unknown = [k for k in without if k not in schedules.KINDS]
+    if unknown:
+        print("chaos: --without %s: no such fault kind (kinds: %s)" % (
+            ",".join(unknown), ", ".join(schedules.KINDS)), file=sys.stderr)
+        return 2
+    runs = [(args.seed, i, "", without) for i in range(args.first, args.first + args.schedules)]
     if args.regressions:  # those not in the range already
         runs += [r for r in read_regressions(args.regressions)
-                 if not (r[0] == args.seed and args.first <= r[1] < args.first + args.schedules)]
+                 if not (r[0] == args.seed and r[3] == without and
+                         args.first <= r[1] < args.first + args.schedules)]
     out = args.out or tempfile.mkdtemp(prefix="ddprun-chaos-")
     os.makedirs(out, exist_ok=True)
     hosts = lib.NetnsHosts(schedules.HOSTS)
     totals, backends, violations, start = {}, {}, [], time.monotonic()
     try:
         hosts.create()
-        runner = Runner(hosts, harness.Network(hosts, netem), args.python, out)
-        for seed, index, why in runs:
+        runner = Runner(hosts, harness.Network(hosts), args.python, out)
+        for seed, index, why, skipped in runs:
+            kinds = tuple(k for k in schedules.KINDS if k not in skipped)
             backend, faults = schedules.schedule(seed, index, args.episodes,
                                                  harness.HEARTBEAT_TIMEOUT, kinds, args.backend)
-            print("chaos: seed %s schedule %d%s, %s: %s" % (
-                seed, index, " (regression: %s)" % why if why else "", backend,
+            print("chaos: seed %s schedule %d%s%s, %s: %s" % (
+                seed, index, " without %s" % ",".join(skipped) if skipped else "",
+                " (regression: %s)" % why if why else "", backend,
                 "; ".join(f.describe() for f in faults)), flush=True)
             began = time.monotonic()
-            history = runner.run(seed, index, backend, faults)
+            history = runner.run(seed, index, backend, faults, skipped)
             backends[backend] = backends.get(backend, 0) + 1
             found = checker.check(history)
             for fault in faults:
@@ -372,7 +393,7 @@ def main():
             print("chaos:   %.1f s; %s" % (time.monotonic() - began, checker.summary(history)),
                   flush=True)
             for violation in found:
-                print(violation.report(seed, index), flush=True)
+                print(violation.report(seed, index, skipped), flush=True)
             violations += found
     finally:
         hosts.remove()

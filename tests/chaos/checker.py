@@ -24,15 +24,21 @@ Invariants (docs/reliability.md, "Network faults"), each a function returning Vi
   with no loss beside it (with loss on every host no side may be able to prove a majority: the
   documented end);
 - exit: an agent exits 0 before the job is released, exits non-zero outside a fault on its
-  host (a cut, a pause, a kill, or loss/delay laid under another fault) or without an error line of its own, or writes anything but its log lines to stderr (a
-  traceback, an abort; the workers' output goes to files); or the job does not finish.
+  host (a cut, a pause, a kill, or loss laid under another fault) or without an error line of
+  its own, or writes anything but its log lines to stderr (a traceback, an abort; the workers'
+  output goes to files); or the job does not finish;
+- slow-network: a delay episode (a slow network, every host still reachable) changes the group:
+  a node is declared lost or a round forms between its injection and SLOW_SETTLE heartbeat
+  timeouts after its heal.
 """
+import re
 
 RECOVERY_BOUND = 45.0  # heal -> a step at full size: agent restart + rendezvous + torch start-up
 STOP_GRACE = 5.0       # the agent can act -> its stale workers gone (SIGTERM, reap, sampling)
 SELF_DETECT = 4.0      # x heartbeat timeout: a cut-off agent finds its own loss within this
 QUORUM_SETTLE = 1.0    # x heartbeat timeout after a cut before the minority must have stopped
 EXIT_SLACK = 10.0      # an agent's exit counts as the fault's until this long after the heal
+SLOW_SETTLE = 1.0      # x heartbeat timeout after a delay's heal in which it must still cost nothing
 CUTS = ("partition", "oneway-in", "oneway-out")
 CLOSED_LINE = "is closed: the job has finished"
 
@@ -42,10 +48,11 @@ class Violation:
         self.invariant, self.message = invariant, message
         self.slice = _slice(history, t0, t1) if t0 is not None else []
 
-    def report(self, seed, index):
+    def report(self, seed, index, without=()):
         lines = ["chaos: VIOLATION [%s] seed %s schedule %d: %s" % (
             self.invariant, seed, index, self.message),
-            "  replay: make chaos SEED=%s FIRST=%d SCHEDULES=1" % (seed, index)]
+            "  replay: make chaos SEED=%s FIRST=%d SCHEDULES=1%s" % (
+                seed, index, " WITHOUT=%s" % ",".join(without) if without else "")]
         lines += ["  | " + line for line in self.slice]
         return "\n".join(lines)
 
@@ -56,7 +63,7 @@ class Violation:
 def check(history):
     found = []
     for invariant in (split_brain, steps_back, restart_count, restart_spent, stale_workers,
-                      quorum, leftovers, recovery, job_ended, exits):
+                      quorum, leftovers, recovery, job_ended, exits, slow_network):
         found += invariant(history)
     return found
 
@@ -69,11 +76,20 @@ def summary(history):
     recovered = ["%.1f" % (f["recovered"] - f["heal"]) for f in history.get("faults", [])
                  if f.get("recovered") is not None]
     counts = sorted({s["restart_count"] for s in rank0})
+    delayed = sum(_delayed_packets(line) for f in history.get("faults", [])
+                  for line in f.get("delayer", {}).values())
     return ("%d rounds, %d groups, %d steps, restart counts %s, %d agent exits (%s), "
-            "heal -> full size %s s" % (
+            "heal -> full size %s s%s" % (
                 len(rounds), len({s["pid"] for s in rank0}),
                 max([s["step"] for s in rank0] or [-1]) + 1, counts, len(agents),
-                ",".join(str(a["rc"]) for a in agents), "/".join(recovered) or "-"))
+                ",".join(str(a["rc"]) for a in agents), "/".join(recovered) or "-",
+                ", %d packets delayed" % delayed if delayed else ""))
+
+
+def _delayed_packets(line):
+    """The packet count of a delayer's summary line ("delayer: queue 0: 87 packets, ...")."""
+    match = re.search(r"(\d+) packets", line)
+    return int(match.group(1)) if match else 0
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -352,7 +368,7 @@ def job_ended(history):
                     if any("lost quorum" in line for line in a["errors"])]
     first = min((a["exit"] for a in quorum_exits), default=ended)
     noise = [f for f in history.get("faults", []) if f["inject"] <= first <= f["heal"] +
-             EXIT_SLACK and (f["kind"] in ("loss", "delay") or f.get("background"))]
+             EXIT_SLACK and "loss" in (f["kind"], (f.get("background") or {}).get("kind"))]
     if noise:
         return []
     return [Violation("job-ended", "every agent ended (first at %.2f, %s) after a single fault "
@@ -390,12 +406,33 @@ def exits(history):
         # Loss on every host beside a cut can stall the majority's links past the heartbeat
         # timeout too: then no side has a quorum and every agent ends with "lost quorum" (a
         # documented end, docs/reliability.md).
-        fault = _fault_on(history, host, t, CUTS + ("pause", "kill-agent", "loss", "delay"),
-                          EXIT_SLACK)
+        fault = _fault_on(history, host, t, CUTS + ("pause", "kill-agent", "loss"), EXIT_SLACK)
         if fault is None and history.get("harness_error") is None:
             found.append(Violation("exit", "%s exited %s with no fault on its host: %s" % (
                 where, rc, agent["errors"][-1:] or agent["stderr_tail"][-1:]), history, t))
         elif fault is not None and fault["kind"] != "kill-agent" and not agent["errors"]:
             found.append(Violation("exit", "%s exited %s without an error line" % (where, rc),
                                    history, t))
+    return found
+
+
+def slow_network(history):
+    """A slow network is not a lost node: under a delay episode (every host reachable, each
+    packet late by at most a few hundred ms, far below the heartbeat timeout) no node is declared
+    lost and no round forms, until SLOW_SETTLE heartbeat timeouts after the heal."""
+    found = []
+    settle = SLOW_SETTLE * history.get("config", {}).get("heartbeat_timeout", 3.0)
+    for fault in history.get("faults", []):
+        if fault["kind"] != "delay" or fault.get("heal") is None:
+            continue
+        changes = [e for e in _events(history) if e.get("event") in ("node_lost", "round_formed")
+                   and fault["inject"] <= e.get("time", 0) <= fault["heal"] + settle]
+        if changes:
+            first = changes[0]
+            found.append(Violation(
+                "slow-network", "under %s+-%s ms delay on hosts %s, host %d's agent saw %s "
+                "(round %s) at %.2f: a slow network cost the group" % (
+                    fault.get("ms"), fault.get("jitter"), fault["hosts"], first["_host"],
+                    first["event"], first.get("round"), first["time"]),
+                history, fault["inject"], fault["heal"]))
     return found

@@ -7,9 +7,8 @@ one agent (`--rdzv_backend=c10d`, the same three endpoints, `--nnodes=2:3`, NPRO
 chaos_train.py). Faults:
 - partitions: iptables DROP rules in the cut host's namespace (INPUT from and/or OUTPUT to the
   other hosts' addresses): symmetric or one-way, no FIN, no RST;
-- loss: tc netem where the kernel has sch_netem, else the iptables statistic match (each packet
-  in and out of the host dropped with the probability); delay and jitter: tc netem only (the
-  harness reports when the kernel lacks it and the schedules then have no delay episodes);
+- loss: the iptables statistic match (each packet in and out of the host's link dropped with the
+  probability); delay and jitter: NFQUEUE and delayer.py (this kernel has no sch_netem; Network);
 - pause: SIGSTOP/SIGCONT of the agent (its workers and its in-process store, if it serves one,
   stop answering with it);
 - kills: SIGKILL of an agent with its workers (a lost machine; restarted at heal, as a machine
@@ -20,6 +19,7 @@ process table's changes (each host's live worker pids, sampled every SAMPLE_INTE
 """
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -55,30 +55,34 @@ def _run(args, check=True):
     return result.returncode == 0
 
 
-def have_netem():
-    """Whether this kernel has sch_netem (tried on loopback in a scratch namespace)."""
-    name = "ddpnetem%d" % os.getpid()
-    if not _run(["ip", "netns", "add", name], check=False):
-        return False
-    try:
-        return _run(["ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "lo", "root",
-                     "netem", "delay", "1ms"], check=False)
-    finally:
-        _run(["ip", "netns", "del", name], check=False)
+DELAYER = os.path.join(HERE, "delayer.py")
+DELAY_QUEUE = 0  # each host's namespace has its own nfnetlink_queue numbers
 
 
 class Network:
-    """Network faults on lib.NetnsHosts: each host's own filter table and qdisc, nothing in the
-    root namespace. heal(host) removes every fault of that host."""
+    """Network faults on lib.NetnsHosts, each in the hit host's own namespace (nothing in the
+    root namespace), on the host's link only (its loopback, an agent and the store it serves,
+    is never hit). heal(host) removes every fault of that host.
+    - cut: filter-table DROP rules (INPUT from and/or OUTPUT to the other hosts' addresses);
+    - loss: the statistic match, each packet in and out of the link dropped with the
+      probability (the kernel here has no sch_netem; netem's loss is the same draw);
+    - delay: mangle-table NFQUEUE rules (in and out of the link) and a delayer.py in the
+      namespace holding each packet MS +- JITTER ms, netem's delay from userspace. Mangle runs
+      before filter, so a delayed packet still meets a cut's DROP rules."""
 
-    def __init__(self, hosts, netem):
-        self.hosts, self.netem = hosts, netem
+    def __init__(self, hosts):
+        self.hosts, self.delayers = hosts, {}
 
     def _ipt(self, host, *args):
         _run(self.hosts.exec_prefix(host) + ["iptables", "-w", "5"] + list(args))
 
     def _others(self, host):
         return [a for h, a in enumerate(self.hosts.addresses) if h != host]
+
+    def _link_rules(self, host, table, *target):
+        device = self.hosts.devices[host]
+        for chain, side in (("INPUT", "-i"), ("OUTPUT", "-o")):
+            self._ipt(host, "-t", table, "-A", chain, side, device, *target)
 
     def cut(self, host, inbound, outbound):
         for other in self._others(host):
@@ -88,36 +92,53 @@ class Network:
                 self._ipt(host, "-A", "OUTPUT", "-d", other, "-j", "DROP")
 
     def lose(self, host, percent):
-        if self.netem:
-            self._netem(host, "loss", "%d%%" % percent)
-            return
-        # On the host's link only: its loopback (an agent and the store it serves) loses nothing.
-        device = self.hosts.devices[host]
-        for chain, side in (("INPUT", "-i"), ("OUTPUT", "-o")):
-            self._ipt(host, "-A", chain, side, device, "-m", "statistic", "--mode", "random",
-                      "--probability", "%.4f" % (percent / 100.0), "-j", "DROP")
+        self._link_rules(host, "filter", "-m", "statistic", "--mode", "random",
+                         "--probability", "%.4f" % (percent / 100.0), "-j", "DROP")
 
     def delay(self, host, ms, jitter):
-        if not self.netem:
-            raise RuntimeError("delay needs sch_netem")
-        self._netem(host, "delay", "%dms" % ms, "%dms" % jitter)
+        if host in self.delayers:
+            raise RuntimeError("host %d is delayed already" % host)
+        proc = subprocess.Popen(
+            self.hosts.exec_prefix(host) + [sys.executable, DELAYER, "--queue", str(DELAY_QUEUE),
+                                            "--ms", str(ms), "--jitter", str(jitter)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.delayers[host] = proc
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        if not ready or proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the delayer of host %d did not start: %s" % (
+                host, self._stop_delayer(host)))
+        # --queue-bypass: should the delayer die, packets pass instead of being dropped.
+        self._link_rules(host, "mangle", "-j", "NFQUEUE", "--queue-num", str(DELAY_QUEUE),
+                         "--queue-bypass")
 
-    def _netem(self, host, *args):
-        # The host's veth (what it sends) and its bridge port (what it receives).
-        _run(self.hosts.exec_prefix(host) + ["tc", "qdisc", "replace", "dev",
-                                             self.hosts.devices[host], "root", "netem"] +
-             list(args))
-        _run(["ip", "netns", "exec", self.hosts.bridge_namespace, "tc", "qdisc", "replace",
-              "dev", self.hosts.bridge_ports[host], "root", "netem"] + list(args))
+    def _stop_delayer(self, host):
+        """Stops host's delayer (its held packets are let through); its summary line."""
+        proc = self.delayers.pop(host, None)
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate(timeout=10)
+        return (err or "").strip() or "exit %s" % proc.returncode
 
     def heal(self, host):
+        """Removes host's faults; {host: the delayer's summary line} when it was delayed."""
         self._ipt(host, "-F", "INPUT")
         self._ipt(host, "-F", "OUTPUT")
-        if self.netem:
-            _run(self.hosts.exec_prefix(host) + ["tc", "qdisc", "del", "dev",
-                                                 self.hosts.devices[host], "root"], check=False)
-            _run(["ip", "netns", "exec", self.hosts.bridge_namespace, "tc", "qdisc", "del",
-                  "dev", self.hosts.bridge_ports[host], "root"], check=False)
+        self._ipt(host, "-t", "mangle", "-F", "INPUT")
+        self._ipt(host, "-t", "mangle", "-F", "OUTPUT")
+        summary = self._stop_delayer(host)
+        return {} if summary is None else {host: summary}
+
+    def heal_all(self):
+        stats = {}
+        for host in range(len(self.hosts.addresses)):
+            stats.update(self.heal(host))
+        return stats
 
 
 ETCD = "/usr/bin/etcd"

@@ -13,15 +13,17 @@ Kinds (what the harness does; docs/reliability.md, "Network faults"):
   pause         SIGSTOP the agent of `hosts[0]` (its workers run on) for `hold` s, then SIGCONT
   kill-agent    SIGKILL the agent and workers of `hosts[0]` (a lost machine); restarted at heal
   kill-worker   SIGKILL one worker of `hosts[0]` (spends one restart)
-  loss          tc netem: `percent` % packet loss on the hosts' links
-  delay         tc netem: `ms` +- `jitter` ms on the hosts' links
+  loss          `percent` % packet loss on the hosts' links (iptables statistic match)
+  delay         `ms` +- `jitter` ms on each packet in and out of the hosts' links (NFQUEUE and
+                delayer.py: netem's delay, from userspace)
   etcd-pause    SIGSTOP the etcd member of `hosts[0]` for `hold` s (etcd backend only)
 
 The backend is part of the schedule: c10d (the store in an agent, moved on its loss) in 3 of 5
 schedules, etcd (a 3-member cluster, one member per host) in the others.
 
-schedule(seed, index) is the same (backend, faults) for the same (seed, index) on every machine
-with the same `kinds` available: a seed and an index replay a schedule.
+schedule(seed, index) is the same (backend, faults) for the same (seed, index) and `kinds`: a
+seed and an index replay a schedule. Adding a kind changes what a seed draws; a schedule found
+before is replayed with the kinds of its time (chaos.py --without, regressions.txt).
 """
 import random
 

@@ -189,6 +189,33 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(checker.check(self.ended(background=True)), [])
         self.assertOnly(self.ended(background=False), "job-ended", "after a single fault",
                         also=("exit",))
+        delayed = self.ended(background=True)  # a delay leaves every side able to prove itself
+        delayed["faults"][0]["background"] = {"kind": "delay", "hosts": [0, 1, 2], "ms": 150,
+                                              "jitter": 40}
+        self.assertOnly(delayed, "job-ended", "after a single fault", also=("exit",))
+
+    def delayed(self):
+        """The clean history with a delay of every host's link 20 s after the pause healed."""
+        h = clean()
+        h["faults"].append({"kind": "delay", "hosts": [0, 1, 2], "hold": 5.0, "ms": 150,
+                            "jitter": 40, "inject": T0 + 20, "heal": T0 + 25,
+                            "recovered": T0 + 25})
+        return h
+
+    def test_a_slow_network_must_not_cost_the_group(self):
+        self.assertEqual(checker.check(self.delayed()), [])
+        h = self.delayed()
+        h["agents"][0]["events"].append(ev(T0 + 24, "node_lost", 2, 0, node=1))
+        self.assertOnly(h, "slow-network", "node_lost", also=("stale-workers",))
+        h = self.delayed()  # a round formed just after the heal still counts as the delay's
+        h["agents"][1]["events"].append(ev(T0 + 26, "round_formed", 3, 1, master="m:4",
+                                           world_size=3))
+        self.assertOnly(h, "slow-network", "round_formed", also=("restart-count",))
+
+    def test_an_exit_under_a_delay_alone_is_not_excused(self):
+        h = self.delayed()
+        h["agents"][0].update(rc=1, exit=T0 + 22, errors=["[ddprun] E lost the store"])
+        self.assertOnly(h, "exit", "with no fault on its host")
 
     def test_each_check_can_fail(self):
         # The clean history stays clean after the copies above (no shared state).

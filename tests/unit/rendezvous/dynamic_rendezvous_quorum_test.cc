@@ -21,6 +21,7 @@ using ddprun::rendezvous::RoundMember;
 using ddprun::rendezvous::testing::Job;
 using ddprun::rendezvous::testing::JoinAsync;
 using ddprun::rendezvous::testing::kPromptly;
+using ddprun::rendezvous::testing::NowMs;
 using ddprun::rendezvous::testing::Ready;
 using ddprun::store::testing::Simulation;
 using std::chrono::milliseconds;
@@ -192,7 +193,9 @@ struct MovedStore {
   std::unique_ptr<Simulation> sim;  // after the job: its nodes end before the job goes
 
   enum class Time { kReal, kSimulated };
-  explicit MovedStore(int lost, int round = 0, Time time = Time::kReal) {
+  explicit MovedStore(int lost, int round = 0, Time time = Time::kReal,
+                      milliseconds keep_alive = milliseconds{0}) {
+    job.keep_alive_interval = keep_alive;
     if (time == Time::kSimulated) {
       sim = std::make_unique<Simulation>();  // time passes only while every node and the test wait
       job.Simulate(*sim);
@@ -272,6 +275,32 @@ TEST_CASE("a survivor that never saw the basis sealed still joins the moved stor
   CHECK(a.round == 4);
   CHECK(b.round == 4);
   CHECK(a.group_world_size == 2);
+}
+
+TEST_CASE("at a moved store, a survivor that took a heartbeat timeout to find it still counts",
+          "[dynamic_rendezvous][failover]") {
+  // x 3 attempts: a 150 ms heartbeat timeout (set before the seed, which counts on it)
+  MovedStore moved(/*lost=*/0, /*round=*/0, MovedStore::Time::kSimulated, milliseconds{50});
+  const std::int64_t seeded = NowMs(moved.job);
+  auto successor = JoinAsync(moved.job, 1, moved.Member(1));
+  moved.job.store->Wait({moved.job.Node(9).RoundKey(1, "node/1")}, kPromptly);
+  // The other survivor awaited an earlier candidate for the window, then came over a slow link.
+  CHECK_FALSE(moved.sim->Finishes(successor, milliseconds{250}));
+  auto late = JoinAsync(moved.job, 2, moved.Member(2));
+  CHECK(Ready(successor).group_world_size == 2);
+  CHECK(Ready(late).group_world_size == 2);
+  CHECK(NowMs(moved.job) - seeded >= 250);
+}
+
+TEST_CASE("at a moved store, a survivor silent for two heartbeat timeouts is gone",
+          "[dynamic_rendezvous][failover]") {
+  MovedStore moved(/*lost=*/0, /*round=*/0, MovedStore::Time::kSimulated, milliseconds{50});
+  moved.job.join_timeout = milliseconds{20'000};
+  const std::int64_t seeded = NowMs(moved.job);
+  auto alone = JoinAsync(moved.job, 1, moved.Member(1));
+  CHECK_THAT(QuorumErrorOf(alone), Catch::StartsWith("lost quorum: only 1 of the 3 nodes"));
+  CHECK(NowMs(moved.job) - seeded >= 300);   // the window, then the timeout
+  CHECK(NowMs(moved.job) - seeded < 5'000);  // not join_timeout
 }
 
 TEST_CASE("a member declared lost that rejoins anyway does not end the job",

@@ -101,6 +101,10 @@ class FakeSite : public StoreSite {
     At(offset, [this, at, store] { Put(at, store); });
   }
   void TakePort(int port) { taken_.insert(port); }
+  // A connection to `at` (TCP and the token's handshake) takes `latency`: a slow link.
+  void SetConnectLatency(const std::string& at, milliseconds latency) {
+    sites_[at].latency = latency;
+  }
   // `at` answers, but refuses this node's token (another job's store, or another token).
   void RefuseToken(const std::string& at) {
     sites_[at].reach = Reach::kAnswered;
@@ -146,6 +150,12 @@ class FakeSite : public StoreSite {
       Advance(timeout);  // the real client retries until its timeout
       throw StoreConnectionError("fake: no store at " + key);
     }
+    if (sites_[key].latency > timeout) {
+      Advance(timeout);
+      throw StoreConnectionError("fake: the connection to " + key + " took longer than " +
+                                 std::to_string(timeout.count()) + " ms");
+    }
+    Advance(sites_[key].latency);
     return sites_[key].store->Connect();
   }
 
@@ -172,6 +182,7 @@ class FakeSite : public StoreSite {
     Reach reach = Reach::kRefused;
     std::shared_ptr<InMemoryStore> store;
     bool refuses_token = false;
+    milliseconds latency{0};
   };
 
   Reach ReachOf(const std::string& at) const {
@@ -553,6 +564,32 @@ TEST_CASE("Succeed: an earlier candidate that starts serving within the window i
   CHECK(seed.calls == 0);
   CHECK(site.Elapsed() >= ready);
   CHECK(site.Elapsed() <= ready + kSlack);
+}
+
+TEST_CASE("Succeed: a candidate over a slow link (a connection longer than the probe timeout) "
+          "is joined within the window", "[failover]") {
+  FakeSite site;
+  site.AnswersFrom(At("10.0.0.1"), milliseconds(2'000),
+                   JobStore(MovedStoreMarker{1, At("10.0.0.1"), 4}));
+  site.SetConnectLatency(At("10.0.0.1"), kProbeTimeout * 3 / 2);
+  SeedRecorder seed;
+  StoreFailover failover(Options(), site);
+  const StoreAt at = failover.Succeed(Basis(0), /*my_group_rank=*/2, seed.Callback());
+  CHECK_FALSE(at.serving);  // not a second successor beside it (no quorum for either)
+  CHECK(at.address.ToString() == At("10.0.0.1"));
+  CHECK(site.ServeCalls().empty());
+  CHECK(site.Elapsed() <= milliseconds(2'000) + kProbeTimeout * 3 / 2 + kSlack);
+}
+
+TEST_CASE("Reconnect: the store over a slow link is kept", "[failover]") {
+  FakeSite site;
+  site.Put(At("10.0.0.0"), JobStore());
+  site.SetConnectLatency(At("10.0.0.0"), kProbeTimeout * 2);
+  StoreFailover failover(Options(), site);
+  const auto found = failover.Reconnect(Hp("10.0.0.0"), 0);
+  REQUIRE(found.has_value());
+  CHECK(found->address.ToString() == At("10.0.0.0"));
+  CHECK(site.Elapsed() == kProbeTimeout * 2);
 }
 
 TEST_CASE("Succeed: a candidate that starts serving after the window is passed over",
