@@ -13,7 +13,7 @@ std::chrono::seconds LeaseTtl(std::chrono::milliseconds timeout) {
 }
 
 EtcdLease::EtcdLease(const store::etcd::EtcdClientOptions& options, std::chrono::seconds ttl)
-    : client_(options), ttl_(ttl) {
+    : options_(options), client_(options), ttl_(ttl) {
   id_ = store::etcd::ParseLease(client_.Call("/v3/lease/grant", store::etcd::LeaseGrantBody(ttl.count()))).id;
 }
 
@@ -21,16 +21,65 @@ void EtcdLease::Put(const std::string& key, const std::string& value) {
   store::etcd::ParsePut(client_.Call("/v3/kv/put", store::etcd::PutBody(key, value, id_)));
 }
 
-void EtcdLease::KeepAlive() {
-  if (store::etcd::ParseLease(client_.Call("/v3/lease/keepalive", store::etcd::LeaseKeepAliveBody(id_))).ttl <= 0) {
+void EtcdLease::KeepAlive() { KeepAlive(client_); }
+
+void EtcdLease::KeepAlive(store::etcd::EtcdClient& client) {
+  if (store::etcd::ParseLease(client.Call("/v3/lease/keepalive", store::etcd::LeaseKeepAliveBody(id_))).ttl <= 0) {
     throw store::StoreConnectionError("this node's etcd lease expired: it was cut off from etcd for "
                                "longer than its TTL (" + std::to_string(ttl_.count()) + " s)");
+  }
+}
+
+LeaseKeeper::LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every)
+    : lease_(lease), every_(every), renewed_(std::chrono::steady_clock::now()) {
+  for (const HostPort& member : lease_.Options().endpoints) {
+    store::etcd::EtcdClientOptions pinned = lease_.Options();
+    pinned.endpoints = {member};
+    pinned.patience = std::chrono::milliseconds{0};  // the next renewal is the retry
+    clients_.push_back(std::make_unique<store::etcd::EtcdClient>(pinned));
+  }
+  for (auto& client : clients_) threads_.emplace_back([this, &client] { Renew(*client); });
+}
+
+LeaseKeeper::~LeaseKeeper() {
+  pause_.Cancel();
+  for (auto& client : clients_) client->Interrupt();
+  for (auto& thread : threads_) thread.join();
+}
+
+void LeaseKeeper::Renew(store::etcd::EtcdClient& client) {
+  do {
+    try {
+      lease_.KeepAlive(client);
+      std::lock_guard lock(mutex_);
+      renewed_ = std::max(renewed_, std::chrono::steady_clock::now());
+    } catch (const store::etcd::EtcdUnavailable&) {  // this member did not answer: others may
+    } catch (const store::StoreConnectionError& expired) {  // etcd answered: it is gone
+      std::lock_guard lock(mutex_);
+      if (expired_.empty()) expired_ = expired.what();
+      return;
+    } catch (const std::exception&) {  // an odd reply from this member: the next renewal
+    }
+  } while (pause_.Pause(every_));
+}
+
+void LeaseKeeper::Check() {
+  std::lock_guard lock(mutex_);
+  if (!expired_.empty()) throw store::StoreConnectionError(expired_);
+  const auto silent = std::chrono::steady_clock::now() - renewed_;
+  if (silent > lease_.Ttl()) {
+    throw store::StoreConnectionError(
+        "this node's etcd lease expired: no etcd member renewed it for " +
+        DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(silent), 1) +
+        ", longer than its TTL (" + std::to_string(lease_.Ttl().count()) + " s)");
   }
 }
 
 LeaseLiveness::LeaseLiveness(rendezvous::LivenessScope scope, const store::etcd::EtcdStoreOptions& etcd, rendezvous::MemberLiveness::TimePoint start)
     : scope_(std::move(scope)), lease_(etcd.client, LeaseTtl(scope_.timeout)), start_(start) {
   lease_.Put(etcd.prefix + AliveKey(scope_.me), std::to_string(lease_.Id()));
+  const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(lease_.Ttl());
+  keeper_ = std::make_unique<LeaseKeeper>(lease_, std::max(ttl / 3, std::chrono::milliseconds{100}));
 }
 
 std::string LeaseLiveness::AliveKey(int group_rank) const {

@@ -4,13 +4,23 @@
 // lease alive every interval. A member that dies or is cut off from etcd stops keeping it alive;
 // etcd expires the lease and deletes the key, and the ring neighbour that sees the key gone
 // declares the member lost. etcd renews every lease when its leader changes, so the loss of an
-// etcd member does not expire anyone's. The lease is left to expire, not revoked, when the watch
+// etcd member does not expire anyone's. The lease is kept alive by a LeaseKeeper, not between
+// the watch's reads (over a slow link to etcd a read can take a second or more, and keep-alives
+// queued behind them let the lease expire while the member was alive: the chaos harness's seed
+// e 5), through every member at once (a follower forwards a renewal to the leader it knows, and
+// while that leader is frozen the renewal hangs there; one client failing over member by member
+// took longer than the TTL: seeds e 10 and s2 9, docs/reliability.md). The lease is left to expire, not revoked, when the watch
 // ends, so that an old round's watcher never sees a member of the next round vanish early.
 #pragma once
 #include <chrono>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "common/cancellable_pause.h"
 #include "store/etcd/etcd_client.h"
 #include "store/etcd/etcd_store.h"
 #include "rendezvous/member_liveness.h"
@@ -26,14 +36,44 @@ class EtcdLease {
   void Put(const std::string& key, const std::string& value);
   // Renews the lease for its TTL; throws StoreConnectionError when it has expired already.
   void KeepAlive();
+  // The same through `client` (one pinned to one member, say).
+  void KeepAlive(store::etcd::EtcdClient& client);
   void Interrupt() { client_.Interrupt(); }
+  const store::etcd::EtcdClientOptions& Options() const { return options_; }
   std::int64_t Id() const { return id_; }
   std::chrono::seconds Ttl() const { return ttl_; }
 
  private:
+  store::etcd::EtcdClientOptions options_;
   store::etcd::EtcdClient client_;
   std::int64_t id_ = 0;
   std::chrono::seconds ttl_;
+};
+
+// Keeps `lease` alive from construction until destruction (which interrupts the renewals in
+// flight and joins): one thread per etcd member, each renewing through a client pinned to its
+// member every `every`, so that a member that hangs (frozen, or forwarding to a frozen leader)
+// delays only its own renewals. Check() throws StoreConnectionError once a renewal found the
+// lease expired, or once no member renewed it for its TTL (etcd has expired it by then).
+class LeaseKeeper {
+ public:
+  LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every);
+  ~LeaseKeeper();
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+  void Check();
+
+ private:
+  void Renew(store::etcd::EtcdClient& client);
+
+  EtcdLease& lease_;
+  std::chrono::milliseconds every_;
+  CancellablePause pause_;
+  std::mutex mutex_;
+  std::chrono::steady_clock::time_point renewed_;  // the last renewal that came back
+  std::string expired_;                            // why, once a renewal found it expired
+  std::vector<std::unique_ptr<store::etcd::EtcdClient>> clients_;
+  std::vector<std::thread> threads_;
 };
 
 // The heartbeat timeout as a lease TTL: whole seconds, rounded up, at least 2 (etcd's minimum
@@ -42,19 +82,22 @@ std::chrono::seconds LeaseTtl(std::chrono::milliseconds timeout);
 
 class LeaseLiveness : public rendezvous::MemberLiveness {
  public:
-  // Grants the lease and puts this member's key.
+  // Grants the lease, puts this member's key and starts keeping the lease alive.
   LeaseLiveness(rendezvous::LivenessScope scope, const store::etcd::EtcdStoreOptions& etcd, rendezvous::MemberLiveness::TimePoint start);
-  void Beat() override { lease_.KeepAlive(); }
+  // The keeper does the beating; this reports its failure (StoreConnectionError: the lease
+  // expired; EtcdUnavailable), so that the watch ends as it did when it beat itself.
+  void Beat() override { keeper_->Check(); }
   // Gone: the key was seen and is now deleted, or it never appeared within the timeout.
   bool NeighbourGone(rendezvous::MemberLiveness::TimePoint now) override;
   std::string WhyGone(rendezvous::MemberLiveness::TimePoint now) const override;
-  void Interrupt() override { lease_.Interrupt(); }
+  void Interrupt() override { lease_.Interrupt(); }  // the keeper's call in flight too
 
  private:
   std::string AliveKey(int group_rank) const;
 
   rendezvous::LivenessScope scope_;
   EtcdLease lease_;
+  std::unique_ptr<LeaseKeeper> keeper_;  // after lease_: stopped before it goes
   rendezvous::MemberLiveness::TimePoint start_;
   bool seen_ = false;
 };

@@ -66,7 +66,7 @@ void ConnectTo(asio::io_context& io, const std::atomic<bool>& interrupted,
   const auto done =
       RunOne(io, interrupted, [&](auto handler) { stream.async_connect(addresses, handler); });
   if (!done) throw MemberError("interrupted");
-  if (*done) throw MemberError(Problem(*done, timeout));
+  if (*done) throw MemberError(Problem(*done, timeout), *done == beast::error::timeout);
 }
 
 http::request<http::string_body> Post(const HostPort& at, const std::string& path, std::string body,
@@ -271,7 +271,7 @@ class EtcdTransport {
       std::visit([&](auto& stream) { operation(stream, handler); }, stream_);
     });
     if (!done) throw MemberError("interrupted");
-    if (*done) throw MemberError(Problem(*done, timeout));
+    if (*done) throw MemberError(Problem(*done, timeout), *done == beast::error::timeout);
     if (handshaken_) ++exchanged_;
   }
 
@@ -419,13 +419,16 @@ class HttpRoundTrip : public EtcdRoundTrip {
 
  private:
   // A kept-alive connection the member closed meanwhile fails once: it is retried on a new one.
+  // One that got no answer in time is not: the member is frozen or cut off, and a second
+  // timeout on it would cost the caller twice the time before the next member (a lease renewed
+  // every TTL/3 would expire at a 2 x TTL/2 failover).
   json PostOn(std::size_t member, const std::string& path, const std::string& body) {
     for (int attempt = 0;; ++attempt) {
       if (!connection_ || connection_->Member() != member) Connect(member);
       try {
         return connection_->Call(path, body);
-      } catch (const MemberError&) {
-        if (attempt > 0 || !connection_->Reused() || interrupted_) throw;
+      } catch (const MemberError& error) {
+        if (attempt > 0 || !connection_->Reused() || interrupted_ || error.TimedOut()) throw;
         std::lock_guard io_lock(io_mutex_);
         connection_.reset();
       }

@@ -63,9 +63,15 @@ class EtcdUnavailable : public StoreConnectionError {
 
 // One member did not answer this request (connection refused or reset, a timeout, a 5xx reply, a
 // reply that is not etcd's JSON): the client tries the next member with the same body.
+// TimedOut(): no answer within the timeout (a frozen or cut-off member), not a closed connection.
 class EtcdMemberError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit EtcdMemberError(const std::string& what, bool timed_out = false)
+      : std::runtime_error(what), timed_out_(timed_out) {}
+  bool TimedOut() const { return timed_out_; }
+
+ private:
+  bool timed_out_;
 };
 
 // The seam below the member failover: one request to one member (`member` indexes

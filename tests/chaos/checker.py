@@ -27,9 +27,10 @@ Invariants (docs/reliability.md, "Network faults"), each a function returning Vi
   host (a cut, a pause, a kill, or loss laid under another fault) or without an error line of
   its own, or writes anything but its log lines to stderr (a traceback, an abort; the workers'
   output goes to files); or the job does not finish;
-- slow-network: a delay episode (a slow network, every host still reachable) changes the group:
-  a node is declared lost or a round forms between its injection and SLOW_SETTLE heartbeat
-  timeouts after its heal.
+- slow-network / etcd-minority: a delay episode (a slow network, every host still reachable) or
+  the pause of one etcd member (a minority of the cluster) changes the group: a node is declared
+  lost or a round forms between its injection and SLOW_SETTLE heartbeat timeouts after its
+  heal.
 """
 import re
 
@@ -417,22 +418,29 @@ def exits(history):
 
 
 def slow_network(history):
-    """A slow network is not a lost node: under a delay episode (every host reachable, each
-    packet late by at most a few hundred ms, far below the heartbeat timeout) no node is declared
-    lost and no round forms, until SLOW_SETTLE heartbeat timeouts after the heal."""
+    """Faults that leave every agent able to work cost the group nothing: under a delay episode
+    (every host reachable, each packet late by at most a few hundred ms, far below the heartbeat
+    timeout: "slow-network") or the pause of one etcd member (a minority of the cluster, whose
+    leader change renews every lease: "etcd-minority") no node is declared lost and no round
+    forms, until SLOW_SETTLE heartbeat timeouts after the heal."""
     found = []
     settle = SLOW_SETTLE * history.get("config", {}).get("heartbeat_timeout", 3.0)
     for fault in history.get("faults", []):
-        if fault["kind"] != "delay" or fault.get("heal") is None:
+        if fault["kind"] not in ("delay", "etcd-pause") or fault.get("heal") is None:
             continue
         changes = [e for e in _events(history) if e.get("event") in ("node_lost", "round_formed")
                    and fault["inject"] <= e.get("time", 0) <= fault["heal"] + settle]
-        if changes:
-            first = changes[0]
-            found.append(Violation(
-                "slow-network", "under %s+-%s ms delay on hosts %s, host %d's agent saw %s "
-                "(round %s) at %.2f: a slow network cost the group" % (
-                    fault.get("ms"), fault.get("jitter"), fault["hosts"], first["_host"],
-                    first["event"], first.get("round"), first["time"]),
-                history, fault["inject"], fault["heal"]))
+        if not changes:
+            continue
+        first = changes[0]
+        if fault["kind"] == "delay":
+            invariant, what = "slow-network", "under %s+-%s ms delay on hosts %s" % (
+                fault.get("ms"), fault.get("jitter"), fault["hosts"])
+        else:
+            invariant, what = "etcd-minority", "while the etcd member of host %d was paused" % (
+                fault["hosts"][0])
+        found.append(Violation(
+            invariant, "%s, host %d's agent saw %s (round %s) at %.2f: it cost the group" % (
+                what, first["_host"], first["event"], first.get("round"), first["time"]),
+            history, fault["inject"], fault["heal"]))
     return found

@@ -212,6 +212,14 @@ class CheckerTest(unittest.TestCase):
                                            world_size=3))
         self.assertOnly(h, "slow-network", "round_formed", also=("restart-count",))
 
+    def test_a_paused_etcd_member_must_not_cost_the_group(self):
+        h = clean()
+        h["faults"].append({"kind": "etcd-pause", "hosts": [1], "hold": 5.0, "inject": T0 + 20,
+                            "heal": T0 + 25, "recovered": T0 + 25})
+        self.assertEqual(checker.check(h), [])
+        h["agents"][2]["events"].append(ev(T0 + 23, "node_lost", 2, 2, node=0))
+        self.assertOnly(h, "etcd-minority", "etcd member of host 1", also=("stale-workers",))
+
     def test_an_exit_under_a_delay_alone_is_not_excused(self):
         h = self.delayed()
         h["agents"][0].update(rc=1, exit=T0 + 22, errors=["[ddprun] E lost the store"])

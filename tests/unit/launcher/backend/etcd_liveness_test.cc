@@ -60,6 +60,41 @@ TEST_CASE("etcd liveness: a member alive while it keeps its lease, gone once it 
   CHECK(watcher.WhyGone(Clock::now()) == "its etcd lease (TTL 2 s) expired: it stopped keeping it alive");
 }
 
+TEST_CASE("etcd liveness: the lease stays alive while the watch is stuck in a slow read",
+          "[etcd]") {
+  EtcdServer server;
+  const auto start = Clock::now();
+  LeaseLiveness watcher(Scope(server, 0), Options(server), start);
+  LeaseLiveness watched(Scope(server, 1), Options(server), start);
+  watched.Beat();
+  // Its watch loop does not come back to Beat() for twice the TTL (reads over a slow link).
+  std::this_thread::sleep_for(2 * kTimeout);  // the stuck read's length, not a synchronisation
+  CHECK_FALSE(watcher.NeighbourGone(Clock::now()));
+  CHECK_NOTHROW(watched.Beat());
+}
+
+TEST_CASE("etcd liveness: a lease revoked under the keeper is reported by the next beat",
+          "[etcd]") {
+  EtcdServer server;
+  LeaseLiveness watched(Scope(server, 1), Options(server), Clock::now());
+  store::etcd::EtcdClient other(Options(server).client);
+  const auto id = other.Call("/v3/lease/leases", nlohmann::json::object())["leases"][0]["ID"];
+  other.Call("/v3/lease/revoke", {{"ID", id}});
+  // The keeper renews every TTL/3 (0.67 s): within a few of them it finds the lease gone.
+  bool reported = false;
+  const auto deadline = Clock::now() + 3 * kTimeout;
+  while (!reported && Clock::now() < deadline) {
+    try {
+      watched.Beat();
+      std::this_thread::sleep_for(100ms);  // the watch's cadence: bounded, at most 60 looks
+    } catch (const store::StoreConnectionError& error) {
+      CHECK_THAT(error.what(), Catch::Contains("this node's etcd lease expired"));
+      reported = true;
+    }
+  }
+  CHECK(reported);
+}
+
 TEST_CASE("etcd liveness: a neighbour never seen counts as gone after the timeout", "[etcd]") {
   EtcdServer server;
   const auto start = Clock::now();
@@ -75,6 +110,38 @@ TEST_CASE("etcd liveness: a lease that expired cannot be kept alive", "[etcd]") 
   store::etcd::ParseLease(store::etcd::EtcdClient(Options(server).client)
                  .Call("/v3/lease/revoke", store::etcd::LeaseRevokeBody(lease.Id())));
   CHECK_THROWS_WITH(lease.KeepAlive(), Catch::Contains("this node's etcd lease expired"));
+}
+
+}  // namespace ddprun::launcher::backend
+
+namespace ddprun::launcher::backend {
+
+TEST_CASE("etcd liveness: a frozen etcd leader expires no lease renewed through a follower",
+          "[etcd]") {
+  store::etcd::testing::EtcdCluster cluster(3);
+  int leader = -1;
+  for (int member = 0; member < 3 && leader < 0; ++member) {
+    store::etcd::EtcdClientOptions one = cluster.Options(2s);
+    one.endpoints = {cluster.Endpoint(member)};
+    const auto status = store::etcd::EtcdClient(one).Call("/v3/maintenance/status", nlohmann::json::object());
+    if (status["leader"] == status["header"]["member_id"]) leader = member;
+  }
+  REQUIRE(leader >= 0);
+  store::etcd::EtcdStoreOptions options{cluster.Options(1500ms), "/job/"};  // as the launcher's
+  options.client.patience = 5s;
+  std::swap(options.client.endpoints[leader], options.client.endpoints[2]);  // a follower first
+  const auto scope = [&](int me) {
+    return rendezvous::LivenessScope{std::make_shared<store::etcd::EtcdStore>(options),
+                                     rendezvous::RendezvousKeys{"lease-job"}, 3, me, 1 - me, 3s};
+  };
+  LeaseLiveness watcher(scope(0), options, Clock::now());
+  LeaseLiveness watched(scope(1), options, Clock::now());
+  // The leader freezes past the TTL (a stopped VM); its followers elect another within ~2 s.
+  cluster.Stop(leader);
+  std::this_thread::sleep_for(4200ms);  // the freeze's length, not a synchronisation
+  cluster.Continue(leader);
+  CHECK_NOTHROW(watched.Beat());
+  CHECK_FALSE(watcher.NeighbourGone(Clock::now()));
 }
 
 }  // namespace ddprun::launcher::backend

@@ -18,6 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using testing::EtcdCluster;
 using testing::EtcdServer;
 using testing::FreePort;
 
@@ -80,6 +81,26 @@ TEST_CASE("etcd client: a dead member is skipped, no member names each one's pro
     asio::post(io, [&store] { store.Stop(); });
     serving.join();
   }
+}
+
+TEST_CASE("etcd client: a frozen member costs one timeout before the next one answers",
+          "[etcd][tcp]") {
+  EtcdCluster cluster(3);
+  EtcdClientOptions options = cluster.Options(2s);
+  EtcdClient client(options);
+  ParsePut(client.Call("/v3/kv/put", PutBody("a", "b")));  // member 0, kept alive
+  ParsePut(client.Call("/v3/kv/put", PutBody("a", "c")));  // the same connection, reused
+  REQUIRE(client.Current().port == options.endpoints[0].port);
+  cluster.Stop(0);  // frozen: its socket still takes connections, nothing answers
+  nlohmann::json local_read = RangeBody("a");
+  local_read["serializable"] = true;  // answered by the next member even while it has no leader
+  const auto start = Clock::now();
+  ParseRange(client.Call("/v3/kv/range", local_read));
+  const auto took = Clock::now() - start;
+  cluster.Continue(0);
+  CHECK(client.Current().port == options.endpoints[1].port);
+  CHECK(took >= 2s);
+  CHECK(took < 3500ms);  // not a second timeout on a new connection to the frozen member (4 s)
 }
 
 TEST_CASE("etcd client: patience retries the members, and Interrupt ends it at once",

@@ -137,6 +137,9 @@ class EtcdCluster {
   }
   // The temporary directory, removed at the end of the test.
   const std::string& Dir() const { return dir_; }
+  // SIGSTOP / SIGCONT of one member: a frozen machine (its sockets still accept connections).
+  void Stop(int member) { ::kill(pids_.at(member), SIGSTOP); }
+  void Continue(int member) { ::kill(pids_.at(member), SIGCONT); }
   void Kill(int member) {
     pid_t& pid = pids_.at(member);
     if (pid <= 0) return;
