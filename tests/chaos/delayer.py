@@ -15,7 +15,8 @@ Contract:
   Nothing is dropped: a full kernel queue lets packets through (fail-open), and with
   --queue-bypass on the rule a delayer that is gone lets them through too.
 - SIGTERM or SIGINT: every held packet is accepted at once, the queue is unbound, one summary
-  line goes to stderr ("delayer: queue N: P packets, delay mean/min/max ms") and it exits 0.
+  line goes to stderr ("delayer: queue N: P packets, delay mean/min/max ms, released up to L ms
+  late, H held at the end": L is the loop's own lag) and it exits 0.
 - One event loop: select() on the netlink socket and a wake-up pipe with the next release as its
   deadline; nothing polls on a sleep.
 """
@@ -99,6 +100,7 @@ class Delayer:
         self.queue, self.ms, self.jitter, self.rng = queue, ms, jitter, rng
         self.held = []  # heap of (release time, arrival order, packet id)
         self.count, self.total, self.least, self.most = 0, 0.0, None, 0.0
+        self.late = 0.0  # the most a packet was released after its time (the loop's own lag)
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
         self.sock.setsockopt(SOL_NETLINK, NETLINK_NO_ENOBUFS, 1)
@@ -151,15 +153,20 @@ class Delayer:
         """Accepts every packet due by `now` in one send; the next release time, or None."""
         batch = []
         while self.held and self.held[0][0] <= now:
-            batch.append(verdict(self.queue, heapq.heappop(self.held)[2]))
+            due, _, pid = heapq.heappop(self.held)
+            if now != float("inf"):
+                self.late = max(self.late, (now - due) * 1000.0)
+            batch.append(verdict(self.queue, pid))
         if batch:
             self.sock.send(b"".join(batch))
         return self.held[0][0] if self.held else None
 
     def summary(self):
         mean = self.total / self.count if self.count else 0.0
-        return "delayer: queue %d: %d packets, delay mean %.1f min %.1f max %.1f ms" % (
-            self.queue, self.count, mean, self.least or 0.0, self.most)
+        return ("delayer: queue %d: %d packets, delay mean %.1f min %.1f max %.1f ms, released "
+                "up to %.1f ms late, %d held at the end" % (
+                    self.queue, self.count, mean, self.least or 0.0, self.most, self.late,
+                    len(self.held)))
 
 
 def main():
@@ -194,8 +201,9 @@ def main():
         if delayer.sock in ready:
             delayer.receive(time.monotonic())
         due = delayer.release(time.monotonic())
+    summary = delayer.summary()
     delayer.release(float("inf"))
-    print(delayer.summary(), file=sys.stderr, flush=True)
+    print(summary, file=sys.stderr, flush=True)
     delayer.sock.close()
     return 0
 
