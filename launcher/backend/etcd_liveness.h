@@ -9,11 +9,11 @@
 // queued behind them let the lease expire while the member was alive: the chaos harness's seed
 // e 5), through every member at once (a follower forwards a renewal to the leader it knows, and
 // while that leader is frozen the renewal hangs there; one client failing over member by member
-// took longer than the TTL: seeds e 10 and s2 9, docs/reliability.md). The lease is left to expire, not revoked, when the watch
-// ends, so that an old round's watcher never sees a member of the next round vanish early.
+// took longer than the TTL: seeds e 10 and s2 9, docs/reliability.md). The lease is left to
+// expire, not revoked, when the watch ends, so that an old round's watcher never sees a member of
+// the next round vanish early.
 #pragma once
 #include <chrono>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -90,7 +90,8 @@ class LeaseLiveness : public rendezvous::MemberLiveness {
   // Gone: the key was seen and is now deleted, or it never appeared within the timeout.
   bool NeighbourGone(rendezvous::MemberLiveness::TimePoint now) override;
   std::string WhyGone(rendezvous::MemberLiveness::TimePoint now) const override;
-  void Interrupt() override { lease_.Interrupt(); }  // the keeper's call in flight too
+  // Ends a grant or put in flight; the keeper's renewals end when it is destroyed.
+  void Interrupt() override { lease_.Interrupt(); }
 
  private:
   std::string AliveKey(int group_rank) const;
