@@ -329,8 +329,7 @@ void DynamicRendezvous::SweepSilentMembers(int round) {
   if (!store_->Check({previous_sealed})) return;
   const int members = IntField(Json::parse(store_->GetString(previous_sealed)), "nodes");
   if (store_->Add(RoundKey(round, "accounted"), 0) >= members) return;
-  const std::int64_t patience =
-      (options_.keep_alive_interval * options_.keep_alive_max_attempt).count();
+  const std::int64_t patience = options_.HeartbeatTimeout().count();
   const std::string base_key = RoundKey(round - 1, "hb_base");
   const std::optional<std::int64_t> base =
       store_->Check({base_key})
@@ -499,9 +498,8 @@ void DynamicRendezvous::SeedMovedStore(const FormedRound& basis,
   store_->Add(RoundKey(round, "seq"), SeqValue::kSeal);
   // The members' silence counts from one heartbeat timeout after now: a survivor may spend that
   // long awaiting this successor (StoreFailover's window) before it gets here over a slow link.
-  const milliseconds patience = options_.keep_alive_interval * options_.keep_alive_max_attempt;
-  store_->SetString(RoundKey(round, "hb_base"), std::to_string(WallClockMs(clock()) +
-                                                                patience.count()));
+  store_->SetString(RoundKey(round, "hb_base"),
+                    std::to_string(WallClockMs(clock()) + options_.HeartbeatTimeout().count()));
   store_->SetString(RoundKey(round + 1, "strict"), "1");
   std::string host = "<unknown>";
   for (const RoundMember& member : members) {

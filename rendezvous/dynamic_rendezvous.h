@@ -142,6 +142,10 @@ struct DynamicRendezvousOptions {
   // keep-alives, clocks are assumed in step), unless fewer than MIN would remain.
   std::chrono::milliseconds keep_alive_interval{0};
   int keep_alive_max_attempt = 3;
+  // interval x attempts: how long a node may be silent before it counts as gone.
+  std::chrono::milliseconds HeartbeatTimeout() const {
+    return keep_alive_interval * keep_alive_max_attempt;
+  }
   // Close() gives up after this long (torchrun's close_timeout): RendezvousTimeoutError.
   std::chrono::milliseconds close_timeout{30'000};
   // Told one line when this node starts to wait for a running round to end (a hot spare).

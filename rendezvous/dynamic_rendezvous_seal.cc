@@ -196,8 +196,7 @@ std::string DynamicRendezvous::QuorumMessage(int round, int survivors, int membe
 // The nodes silent for keep_alive_interval x keep_alive_max_attempt, or none when fewer than
 // MIN would remain (the round then forms with everyone, as without the check).
 std::vector<std::pair<int, int>> DynamicRendezvous::DeadWhileForming(int round, int nodes) {
-  const std::int64_t patience =
-      (options_.keep_alive_interval * options_.keep_alive_max_attempt).count();
+  const std::int64_t patience = options_.HeartbeatTimeout().count();
   const std::int64_t now = WallClockMs(clock());
   std::vector<std::pair<int, int>> dropped;
   for (int ticket = 1; ticket <= nodes; ++ticket) {

@@ -274,6 +274,11 @@ def _safe(text):
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(text))
 
 
+def kind_list(text):
+    """The fault kinds of "KIND,KIND,..." (empty text: none)."""
+    return tuple(k for k in text.split(",") if k)
+
+
 def read_regressions(path):
     """(seed, index, why, without) per non-comment line "SEED INDEX [without=KIND,...]  # why"
     of the regression file: `without` names the kinds the generator did not have when the
@@ -287,7 +292,7 @@ def read_regressions(path):
             if len(fields) == 3:
                 if not fields[2].startswith("without="):
                     raise ValueError("%s: %r: the third field is without=KIND,..." % (path, line))
-                without = tuple(k for k in fields[2][len("without="):].split(",") if k)
+                without = kind_list(fields[2][len("without="):])
             found.append((fields[0], int(fields[1]), why.strip(), without))
     return found
 
@@ -357,7 +362,7 @@ def main():
     if reason:
         print("chaos: skipped: %s" % reason)
         return 77
-    without = tuple(k for k in (args.without or "").split(",") if k)
+    without = kind_list(args.without or "")
     unknown = [k for k in without if k not in schedules.KINDS]
     if unknown:
         print("chaos: --without %s: no such fault kind (kinds: %s)" % (

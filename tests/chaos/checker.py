@@ -39,7 +39,7 @@ STOP_GRACE = 5.0       # the agent can act -> its stale workers gone (SIGTERM, r
 SELF_DETECT = 4.0      # x heartbeat timeout: a cut-off agent finds its own loss within this
 QUORUM_SETTLE = 1.0    # x heartbeat timeout after a cut before the minority must have stopped
 EXIT_SLACK = 10.0      # an agent's exit counts as the fault's until this long after the heal
-SLOW_SETTLE = 1.0      # x heartbeat timeout after a delay's heal in which it must still cost nothing
+SLOW_SETTLE = 1.0      # x heartbeat timeout after the heal of a delay or etcd pause: still free
 CUTS = ("partition", "oneway-in", "oneway-out")
 CLOSED_LINE = "is closed: the job has finished"
 

@@ -55,6 +55,12 @@ def _run(args, check=True):
     return result.returncode == 0
 
 
+def read_ready(proc, seconds):
+    """Whether `proc` printed its "ready" line within `seconds` (a select on its stdout)."""
+    ready, _, _ = select.select([proc.stdout], [], [], seconds)
+    return bool(ready) and proc.stdout.readline().strip() == "ready"
+
+
 DELAYER = os.path.join(HERE, "delayer.py")
 DELAY_QUEUE = 0  # each host's namespace has its own nfnetlink_queue numbers
 
@@ -103,8 +109,7 @@ class Network:
                                             "--ms", str(ms), "--jitter", str(jitter)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.delayers[host] = proc
-        ready, _, _ = select.select([proc.stdout], [], [], 10)
-        if not ready or proc.stdout.readline().strip() != "ready":
+        if not read_ready(proc, 10):
             raise RuntimeError("the delayer of host %d did not start: %s" % (
                 host, self._stop_delayer(host)))
         # --queue-bypass: should the delayer die, packets pass instead of being dropped.

@@ -4,9 +4,7 @@ the delayer killed while its rules stay (--queue-bypass lets packets through). N
 netns; skipped otherwise (unittest's skip, exit 0; the ctest runs it as integration.chaos_delayer).
 """
 import os
-import select
 import signal
-import socket
 import subprocess
 import sys
 import unittest
@@ -44,13 +42,6 @@ for n in range(int(sys.argv[3])):
 """
 
 
-def read_ready(proc, seconds=10):
-    """Waits (select, with a deadline) for the "ready" line a child prints once it listens."""
-    ready, _, _ = select.select([proc.stdout], [], [], seconds)
-    if not ready or proc.stdout.readline().strip() != "ready":
-        raise AssertionError("child not ready within %d s: %s" % (seconds, proc.args))
-
-
 @unittest.skipUnless(lib.can_create_netns(), "needs root and `ip netns`")
 class DelayerTest(unittest.TestCase):
     def setUp(self):
@@ -64,7 +55,7 @@ class DelayerTest(unittest.TestCase):
                                          self.hosts.addresses[1], str(ECHO_PORT)],
             stdout=subprocess.PIPE, text=True)
         self.addCleanup(self._stop, self.server)
-        read_ready(self.server)
+        self.assertTrue(harness.read_ready(self.server, 10), "the echo server did not start")
 
     @staticmethod
     def _stop(proc):
