@@ -237,9 +237,13 @@ class DynamicRendezvous {
   RoundChange Announce(int round, const RoundChange& change);
   // Counts `failures` toward the restart count of the round after `round`.
   void CountFailure(int round);
-  // Declares member `group_rank` of `round` gone (lost or leaving) in the next round's
-  // accounting, once; then announces `change`.
+  // Announces `change` for `round`, then declares member `group_rank` of it gone (lost or
+  // leaving) in the next round's accounting: Announce, then AccountGone.
   void DeclareGone(int round, int group_rank, const RoundChange& change);
+  // The accounting half of DeclareGone, once whoever declares it and however often (about ten
+  // store round trips). A ring watch calls it after it has handed the announced change to its
+  // agent, so that the agent rejoins meanwhile.
+  void AccountGone(int round, int group_rank, const RoundChange& change);
   // Nodes that arrived for the round after `round` (a newcomer waiting, or members rejoining).
   int NodesWaiting(int round);
   // Marks the job finished after `round`: later joins, and nodes waiting for that round to

@@ -234,10 +234,14 @@ int DynamicRendezvous::RestartCountFor(int round) {
 }
 
 void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange& change) {
+  Announce(round, change);
+  AccountGone(round, group_rank, change);
+}
+
+void DynamicRendezvous::AccountGone(int round, int group_rank, const RoundChange& change) {
   const std::string token = options_.node.host + ":" + std::to_string(options_.node.pid);
   const store::Bytes mark = store::Store::ToBytes(token);
   const std::string gone = RoundKey(round, "gone/" + std::to_string(group_rank));
-  Announce(round, change);
   // Counted once, whoever declares it and however often (the same watch may declare twice).
   if (store_->Add(gone + "/n", 1) != 1) return;
   store_->Set(gone, mark);

@@ -103,18 +103,25 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
       if (neighbour_ < 0 || declared) continue;
       const auto now = clock_.Now();
       if (liveness_->NeighbourGone(now)) {
-        DeclareLost(store, rendezvous, liveness_->WhyGone(now));
+        DeclareLost(store, rendezvous, liveness_->WhyGone(now), delivered);
+        delivered = true;
         declared = true;
       }
     }
   }
 
-  // The change wakes this watch too (and every other member's) on its next Wait.
+  // The change wakes every other member's watch on its next Wait. This member's agent is told
+  // before the accounting: over a slow link (ten round trips of 200 ms) it would otherwise
+  // rejoin so late that the next round, waiting for the survivors, counted it gone (chaos seed
+  // ci 9).
   void DeclareLost(store::Store& store, rendezvous::DynamicRendezvous& rendezvous,
-                   const std::string& why) {
+                   const std::string& why, bool delivered) {
     const std::string host =
         rendezvous::MemberHost(store, {options_.rendezvous.run_id}, round_, neighbour_);
-    rendezvous.DeclareGone(round_, neighbour_, rendezvous::NeighbourLost(neighbour_, host, why));
+    const RoundChange lost = rendezvous::NeighbourLost(neighbour_, host, why);
+    const RoundChange in_force = rendezvous.Announce(round_, lost);
+    if (!delivered) Deliver(in_force);
+    rendezvous.AccountGone(round_, neighbour_, lost);
   }
 
   void Deliver(const RoundChange& change) {

@@ -5,10 +5,10 @@
 // alive every interval and looks at its ring neighbour every quarter interval (O(1) per node;
 // MemberLiveness: heartbeat counters, or etcd leases); a neighbour gone for interval x
 // max_attempts is declared gone (seen at most a quarter interval late), which ends the round
-// for everyone. After the
-// change, the watch goes on beating and watching until the next round's replaces it, so that a
-// member lost while the others rejoin is still declared gone. Unwatch interrupts the
-// connection and joins the thread.
+// for everyone: the change is announced and posted to this agent first, the next round's
+// accounting of the loss written after. After the change, the watch goes on beating and
+// watching until the next round's replaces it, so that a member lost while the others rejoin
+// is still declared gone. Unwatch interrupts the connection and joins the thread.
 #pragma once
 #include <chrono>
 #include <memory>

@@ -7,7 +7,9 @@
 #include "launcher/backend/elastic_monitor.h"
 
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <memory>
 
 #include "elastic/node_failure.h"
@@ -29,19 +31,81 @@ using Kind = RoundChange::Kind;
 constexpr std::chrono::milliseconds kInterval = 40ms;  // x 3 attempts: lost after 120 ms
 constexpr std::chrono::seconds kPromptly{10};
 
+// A slow link in one place: an ADD of `key` waits until the gate opens (at most kPromptly).
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::string key;  // none: open
+  bool reached = false;
+
+  void Close(std::string on_key) {
+    std::lock_guard lock(mutex);
+    key = std::move(on_key);
+  }
+  void Open() {
+    std::lock_guard lock(mutex);
+    key.clear();
+    changed.notify_all();
+  }
+  bool AwaitReached() {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, kPromptly, [&] { return reached; });
+  }
+  void Pass(const std::string& add_key) {
+    std::unique_lock lock(mutex);
+    if (key.empty() || add_key != key) return;
+    reached = true;
+    changed.notify_all();
+    changed.wait_for(lock, kPromptly, [&] { return key.empty(); });
+  }
+};
+
+// The monitor's connection: the in-memory store's, through the gate.
+class GatedStore : public store::Store {
+ public:
+  GatedStore(std::shared_ptr<store::Store> store, std::shared_ptr<Gate> gate)
+      : store_(std::move(store)), gate_(std::move(gate)) {}
+  void Set(const std::string& key, const store::Bytes& value) override { store_->Set(key, value); }
+  store::Bytes Get(const std::string& key) override { return store_->Get(key); }
+  std::int64_t Add(const std::string& key, std::int64_t delta) override {
+    gate_->Pass(key);
+    return store_->Add(key, delta);
+  }
+  store::Bytes CompareSet(const std::string& key, const store::Bytes& expected,
+                          const store::Bytes& desired) override {
+    return store_->CompareSet(key, expected, desired);
+  }
+  bool Check(const std::vector<std::string>& keys) override { return store_->Check(keys); }
+  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    store_->Wait(keys, timeout);
+  }
+  using store::Store::Wait;
+  bool DeleteKey(const std::string& key) override { return store_->DeleteKey(key); }
+  std::int64_t NumKeys() override { return store_->NumKeys(); }
+  void Interrupt() override { store_->Interrupt(); }
+
+ private:
+  std::shared_ptr<store::Store> store_;
+  std::shared_ptr<Gate> gate_;
+};
+
 struct Harness {
   asio::io_context io;
   std::shared_ptr<store::InMemoryStore> store = std::make_shared<store::InMemoryStore>(30s);
+  std::shared_ptr<Gate> gate = std::make_shared<Gate>();
   FakeClock clock{FakeClock::PauseMode::kUntilAdvanced};
   MonitorEvents events;
   ElasticMonitor monitor{io, Options()};
+
+  ~Harness() { gate->Open(); }
 
   ElasticMonitorOptions Options() {
     ElasticMonitorOptions options;
     options.rendezvous.run_id = "job";
     options.rendezvous.node = {"host0", "10.0.0.0", 1000, 2, false};
-    options.connect = [store = store](std::chrono::milliseconds) -> std::shared_ptr<store::Store> {
-      return store->Connect();
+    options.connect = [store = store,
+                       gate = gate](std::chrono::milliseconds) -> std::shared_ptr<store::Store> {
+      return std::make_shared<GatedStore>(store->Connect(), gate);
     };
     options.interval = kInterval;
     options.max_attempts = 3;
@@ -167,6 +231,25 @@ TEST_CASE("elastic monitor: a neighbour silent for interval x attempts is declar
   CHECK(event->text ==
         "host host1, heartbeats stopped 0.1 s ago (keep_alive_interval x keep_alive_max_attempt)");
   CHECK(h.Counter(1, "lost") == 1);  // counted in the next round's accounting
+}
+
+TEST_CASE("elastic monitor: its own declaration reaches its agent before the accounting",
+          "[elastic_monitor]") {
+  Harness h;
+  h.store->SetString(h.Key(0, "node/2"), R"({"host": "host1"})");
+  h.gate->Close(h.Key(0, "gone/1/n"));  // the accounting's first write hangs on a slow link
+  h.Watch(0, 0, 2);
+  h.store->Wait({h.Key(0, "hb/1")}, kPromptly);
+  h.clock.Advance(3 * kInterval);
+  REQUIRE(h.gate->AwaitReached());
+  const auto event = h.events.Next(h.io, 2s);  // posted while the accounting waits
+  REQUIRE(event);
+  CHECK(event->kind == MonitorEvent::Kind::kNodeLost);
+  CHECK(event->node == 1);
+  CHECK(h.Counter(1, "lost") == 0);
+  h.gate->Open();
+  CHECK(h.Eventually([&] { return h.Counter(1, "lost") == 1; }));
+  CHECK_FALSE(h.events.Posted(h.io));  // told once
 }
 
 TEST_CASE("elastic monitor: after the change it goes on beating and watching",
