@@ -408,7 +408,8 @@ void DynamicRendezvous::Close(int round) {
     request();
   };
   try {
-    within([&] { store_->SetString(keys_.Closed(), "1"); });
+    // A reason there already (a lost quorum) stays: later nodes are told that one.
+    within([&] { store_->CompareSet(keys_.Closed(), {}, store::Store::ToBytes("1")); });
     within([&] {
       Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, "the job has finished"});
     });
@@ -432,9 +433,9 @@ int DynamicRendezvous::RoundHint() { return static_cast<int>(store_->Add(keys_.H
 void DynamicRendezvous::ThrowIfClosed() {
   if (!IsClosed()) return;
   const std::string why = store_->GetString(keys_.Closed());
-  if (why != "1") throw RendezvousQuorumError(why);
-  throw RendezvousClosedError("the rendezvous '" + options_.run_id +
-                              "' is closed: the job has finished");
+  const std::string closed = "the rendezvous '" + options_.run_id + "' is closed: ";
+  if (why != "1") throw RendezvousQuorumError(closed + why);  // a lost quorum closed it
+  throw RendezvousClosedError(closed + "the job has finished");
 }
 
 std::vector<RoundMember> DynamicRendezvous::Members(int round, int count) {

@@ -247,7 +247,8 @@ class DynamicRendezvous {
   // Nodes that arrived for the round after `round` (a newcomer waiting, or members rejoining).
   int NodesWaiting(int round);
   // Marks the job finished after `round`: later joins, and nodes waiting for that round to
-  // end, throw RendezvousClosedError. Bounded by close_timeout: past it, throws
+  // end, throw RendezvousClosedError (RendezvousQuorumError where a lost quorum closed it
+  // first: that reason stays). Bounded by close_timeout: past it, throws
   // RendezvousTimeoutError naming the setting.
   void Close(int round);
   bool IsClosed();

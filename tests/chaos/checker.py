@@ -41,7 +41,7 @@ QUORUM_SETTLE = 1.0    # x heartbeat timeout after a cut before the minority mus
 EXIT_SLACK = 10.0      # an agent's exit counts as the fault's until this long after the heal
 SLOW_SETTLE = 1.0      # x heartbeat timeout after the heal of a delay or etcd pause: still free
 CUTS = ("partition", "oneway-in", "oneway-out")
-CLOSED_LINE = "is closed: the job has finished"
+CLOSED_LINE = "' is closed: "  # the job has finished, or a lost quorum closed it
 
 
 class Violation:

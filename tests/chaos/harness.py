@@ -44,7 +44,7 @@ CKPT_EVERY = 5
 STEP_SLEEP = 0.1
 SAMPLE_INTERVAL = 0.1
 AGENT_RESTARTS_PER_HOST = 4  # per schedule: an agent that keeps dying is not restarted forever
-CLOSED = "is closed: the job has finished"  # a restarted agent's line once the job is over
+CLOSED = "' is closed: "  # a restarted agent's line once the job is over or lost its quorum
 
 
 def _run(args, check=True):

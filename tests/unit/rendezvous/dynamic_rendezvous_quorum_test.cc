@@ -75,9 +75,11 @@ TEST_CASE("after a loss, fewer than half of the members coming back stops that s
         "lost quorum: only 1 of the 3 nodes of round 0 came back to the rendezvous store (at "
         "least 2 needed); the others may be training on the other side of a network partition, "
         "so this side stops");
-  // A node arriving later learns why at once.
+  // A node arriving later learns why at once, also after the stopped side closed the job.
+  job.Node(0).Close(1);
   auto late = JoinAsync(job, 5);
-  CHECK_THAT(QuorumErrorOf(late), Catch::StartsWith("lost quorum: only 1 of the 3 nodes"));
+  CHECK_THAT(QuorumErrorOf(late),
+             Catch::StartsWith("the rendezvous 'job' is closed: lost quorum: only 1 of the 3"));
 }
 
 TEST_CASE("after a loss, half of the members is enough on the store's side",
