@@ -38,7 +38,12 @@ LeaseKeeper::LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every)
     pinned.patience = std::chrono::milliseconds{0};  // the next renewal is the retry
     clients_.push_back(std::make_unique<store::etcd::EtcdClient>(pinned));
   }
-  for (auto& client : clients_) threads_.emplace_back([this, &client] { Renew(*client); });
+  const auto start = std::chrono::steady_clock::now();
+  const auto members = static_cast<int>(clients_.size());
+  for (int i = 0; i < members; ++i) {
+    const auto first = start + every_ * i / members;
+    threads_.emplace_back([this, client = clients_[i].get(), first] { Renew(*client, first); });
+  }
 }
 
 LeaseKeeper::~LeaseKeeper() {
@@ -47,8 +52,15 @@ LeaseKeeper::~LeaseKeeper() {
   for (auto& thread : threads_) thread.join();
 }
 
-void LeaseKeeper::Renew(store::etcd::EtcdClient& client) {
-  do {
+void LeaseKeeper::Renew(store::etcd::EtcdClient& client,
+                        std::chrono::steady_clock::time_point next) {
+  using std::chrono::steady_clock;
+  const auto left = [](steady_clock::time_point at) {
+    return std::max(std::chrono::ceil<std::chrono::milliseconds>(at - steady_clock::now()),
+                    std::chrono::milliseconds{0});
+  };
+  while (pause_.Pause(left(next))) {
+    next = std::max(next + every_, steady_clock::now());  // one that hung: the next at once
     try {
       lease_.KeepAlive(client);
       std::lock_guard lock(mutex_);
@@ -60,7 +72,7 @@ void LeaseKeeper::Renew(store::etcd::EtcdClient& client) {
       return;
     } catch (const std::exception&) {  // an odd reply from this member: the next renewal
     }
-  } while (pause_.Pause(every_));
+  }
 }
 
 void LeaseKeeper::Check() {

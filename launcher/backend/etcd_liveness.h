@@ -53,8 +53,12 @@ class EtcdLease {
 // Keeps `lease` alive from construction until destruction (which interrupts the renewals in
 // flight and joins): one thread per etcd member, each renewing through a client pinned to its
 // member every `every`, so that a member that hangs (frozen, or forwarding to a frozen leader)
-// delays only its own renewals. Check() throws StoreConnectionError once a renewal found the
-// lease expired, or once no member renewed it for its TTL (etcd has expired it by then).
+// delays only its own renewals. The members' renewals are staggered (member i of n starts
+// i/n of `every` late), so the last one before a freeze is at most every/n old, and they keep
+// their times: a renewal that hung past its successor's time (a follower forwarding it to a
+// frozen leader holds it until the client's timeout) is followed by the next at once, which
+// reaches the leader elected meanwhile. Check() throws StoreConnectionError once a renewal found
+// the lease expired, or once no member renewed it for its TTL (etcd has expired it by then).
 class LeaseKeeper {
  public:
   LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every);
@@ -64,7 +68,8 @@ class LeaseKeeper {
   void Check();
 
  private:
-  void Renew(store::etcd::EtcdClient& client);
+  // Renews through `client` at `next`, then every `every_` (at once after one that hung past it).
+  void Renew(store::etcd::EtcdClient& client, std::chrono::steady_clock::time_point next);
 
   EtcdLease& lease_;
   std::chrono::milliseconds every_;

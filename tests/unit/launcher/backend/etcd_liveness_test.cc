@@ -136,9 +136,16 @@ TEST_CASE("etcd liveness: a frozen etcd leader expires no lease renewed through 
   };
   LeaseLiveness watcher(scope(0), options, Clock::now());
   LeaseLiveness watched(scope(1), options, Clock::now());
-  // The leader freezes past the TTL (a stopped VM); its followers elect another within ~2 s.
+  const auto kept = Clock::now();  // its keeper's renewals start now, one per second (TTL/3)
+  // The leader freezes past the TTL (a stopped VM) just before the next renewal, which hangs
+  // in the followers until the client's timeout (1.5 s); they elect another within ~2 s.
+  // (Renewals paused a second after each one that hung, in step on every member, renewed
+  // nothing for 3.5 s: the seed s2 9 run of 2026-11-27.)
+  std::this_thread::sleep_until(kept + 950ms);  // the freeze's phase, not a synchronisation
   cluster.Stop(leader);
-  std::this_thread::sleep_for(4200ms);  // the freeze's length, not a synchronisation
+  std::this_thread::sleep_until(kept + 3300ms);  // past the TTL since the last renewal before it
+  CHECK_NOTHROW(watched.Beat());
+  std::this_thread::sleep_until(kept + 950ms + 4200ms);  // the freeze's length
   cluster.Continue(leader);
   CHECK_NOTHROW(watched.Beat());
   CHECK_FALSE(watcher.NeighbourGone(Clock::now()));
