@@ -89,19 +89,23 @@ FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous,
     const bool missed_one = resume->round > 0 && !MemberBefore(member, resume->round);
     AfterArrival(*resumed, member, missed_one, deadline);
   }
+  bool dropped = false;
   for (;;) {  // bounded by the deadline: Arrive throws once it passed
-    const Ticket ticket = resumed ? *resumed : Arrive(first, member, deadline);
+    const Ticket ticket = resumed ? *resumed : Arrive(first, member, deadline, dropped);
     resumed.reset();
     if (auto formed = AwaitSeal(ticket, deadline)) {
       pending_.reset();
       return *formed;
     }
-    // Dropped as dead while the round formed: wait for the next one (a member still counts).
+    // Dropped as dead while the round formed (this node was slow, not dead: its beats did not
+    // reach the store in time): it waits at the next one, and says so to the round it missed,
+    // which has room for it (a member still counts).
     if (MemberBefore(member, ticket.round)) {
       MarkAccounted(ticket.round, member->group_rank, member->group_world_size, true);
     }
     first = ticket.round + 1;
     member.reset();
+    dropped = true;
   }
 }
 
@@ -123,10 +127,9 @@ bool DynamicRendezvous::Resumable(const Arrival& arrival) {
 // that comes late is still accounted for in the round it missed.
 DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
                                                     const std::optional<FormedRound>& previous,
-                                                    TimePoint deadline) {
+                                                    TimePoint deadline, bool missed_one) {
   const std::int64_t delta =
       SeqValue::kArrival + SeqValue::kWorker * options_.node.local_world_size;
-  bool missed_one = false;
   for (;; ++round, missed_one = true) {
     if (clock().Now() >= deadline) ThrowTooFew(round);
     const SeqValue seq{store_->Add(RoundKey(round, "seq"), delta)};
@@ -388,6 +391,18 @@ RoundChange DynamicRendezvous::Announce(int round, const RoundChange& change) {
 }
 
 void DynamicRendezvous::CountFailure(int round) { store_->Add(RoundKey(round + 1, "failures"), 1); }
+
+// Counted before the announcement, which wakes the sealer of the next round: a failure that
+// ended the round is never missed. A sealer that read the count between the two writes spends
+// a restart, as before the correction.
+RoundChange DynamicRendezvous::ReportFailure(int round, const RoundChange& failure) {
+  CountFailure(round);
+  const RoundChange in_force = Announce(round, failure);
+  if (in_force.kind != RoundChange::Kind::kFailure) {
+    store_->Add(RoundKey(round + 1, "failures"), -1);
+  }
+  return in_force;
+}
 
 int DynamicRendezvous::NodesWaiting(int round) {
   return SeqValue{store_->Add(RoundKey(round + 1, "seq"), 0)}.Arrivals();

@@ -237,6 +237,11 @@ class DynamicRendezvous {
   RoundChange Announce(int round, const RoundChange& change);
   // Counts `failures` toward the restart count of the round after `round`.
   void CountFailure(int round);
+  // A member's worker failure in `round` (`failure`: kFailure): counted, then announced. When
+  // another reason ended the round first (a node waiting, a member leaving, the job closed),
+  // the failure is its consequence (the members that saw it stopped their workers and broke
+  // this one's collective) and is counted out again. Returns the change in force.
+  RoundChange ReportFailure(int round, const RoundChange& failure);
   // Announces `change` for `round`, then declares member `group_rank` of it gone (lost or
   // leaving) in the next round's accounting: Announce, then AccountGone.
   void DeclareGone(int round, int group_rank, const RoundChange& change);
@@ -280,7 +285,9 @@ class DynamicRendezvous {
   static bool MemberBefore(const std::optional<FormedRound>& previous, int round) {
     return previous && previous->round + 1 == round;
   }
-  Ticket Arrive(int round, const std::optional<FormedRound>& previous, TimePoint deadline);
+  // `missed_one`: this node already missed round `round` - 1 (dropped from it as dead).
+  Ticket Arrive(int round, const std::optional<FormedRound>& previous, TimePoint deadline,
+                bool missed_one = false);
   // What follows a node's ADD (its record, the wait for the previous round's end, MIN, the
   // accounting, a seal); idempotent, so a resumed arrival runs it again.
   bool Resumable(const Arrival& arrival);

@@ -305,8 +305,7 @@ void ElasticRendezvousHandler::AnnounceRoundEnd(const RoundEnd& end) {
     return;
   }
   if (end.kind == RoundEnd::Kind::kFailure) {
-    rendezvous_->CountFailure(current->round);
-    rendezvous_->Announce(
+    rendezvous_->ReportFailure(
         current->round, {RoundChange::Kind::kFailure, current->group_rank, node.host, end.record});
     return;
   }

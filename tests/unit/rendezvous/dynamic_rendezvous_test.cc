@@ -228,6 +228,52 @@ TEST_CASE("a worker failure moves the restart count on for everyone", "[dynamic_
   CHECK(views.front().restart_count == 1);
 }
 
+TEST_CASE("a worker failure after the round ended for a node waiting spends no restart",
+          "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 2;
+  job.max_nodes = 3;
+  auto a = JoinAsync(job, 0);
+  auto b = JoinAsync(job, 1);
+  const FormedRound first_a = Ready(a);
+  const FormedRound first_b = Ready(b);
+  // A node waits to join (at round 1, and says so to round 0); node 0 stops its workers for it,
+  // and node 1's, whose collective that broke, fail before its agent heard of the change
+  // (chaos seed g 4, under 2 % loss).
+  auto newcomer = JoinAsync(job, 2);
+  const DynamicRendezvous observer = job.Node(9);
+  job.store->Wait({observer.RoundKey(0, "change")}, kPromptly);
+  const RoundChange in_force =
+      job.Node(1).ReportFailure(0, {Kind::kFailure, first_b.group_rank, "host1", "{}"});
+  CHECK(in_force.kind == Kind::kNodeWaiting);
+  auto again_a = JoinAsync(job, 0, first_a);
+  auto again_b = JoinAsync(job, 1, first_b);
+  std::vector<FormedRound> views{Ready(again_a), Ready(again_b), Ready(newcomer)};
+  CheckConsistent(views, {2, 2, 2});
+  CHECK(views.front().restart_count == 0);
+}
+
+TEST_CASE("a worker failure that ends the round spends one restart, reported as the agent does",
+          "[dynamic_rendezvous]") {
+  Job job;
+  job.min_nodes = 2;
+  job.max_nodes = 2;
+  auto a = JoinAsync(job, 0);
+  auto b = JoinAsync(job, 1);
+  const FormedRound first_a = Ready(a);
+  const FormedRound first_b = Ready(b);
+  CHECK(job.Node(1).ReportFailure(0, {Kind::kFailure, first_b.group_rank, "host1", "{}"}).kind ==
+        Kind::kFailure);
+  // The other member's workers fail too (their peer is gone): still one restart.
+  CHECK(job.Node(0).ReportFailure(0, {Kind::kFailure, first_a.group_rank, "host0", "{}"}).kind ==
+        Kind::kFailure);
+  auto again_a = JoinAsync(job, 0, first_a);
+  auto again_b = JoinAsync(job, 1, first_b);
+  std::vector<FormedRound> views{Ready(again_a), Ready(again_b)};
+  CheckConsistent(views, {2, 2});
+  CHECK(views.front().restart_count == 1);
+}
+
 TEST_CASE("a closed rendezvous refuses joins", "[dynamic_rendezvous]") {
   Job job;
   DynamicRendezvous node = job.Node(0);
@@ -340,6 +386,45 @@ TEST_CASE("a node that dies while the round forms is dropped from it", "[dynamic
   CHECK(views[1].base_global_rank == 1);
   const auto sealed = job.store->GetString(observer.RoundKey(0, "sealed"));
   CHECK_THAT(sealed, Catch::Contains(R"("dropped":[[2,5]])"));
+}
+
+TEST_CASE("a node dropped as dead that was only slow makes the round it missed restart",
+          "[dynamic_rendezvous]") {
+  Job job;
+  Simulation sim;  // time passes on it, only while every node and the test wait
+  job.Simulate(sim);
+  job.min_nodes = 2;
+  job.max_nodes = 4;
+  job.last_call = milliseconds{600};
+  job.keep_alive_interval = milliseconds{100};  // silent for 300 ms: dead
+  // Node 2 took the first ticket, then stalled (its store calls hung: etcd between leaders) and
+  // wrote no beat: the other two seal the round without it.
+  const DynamicRendezvous observer = job.Node(9);
+  const std::int64_t ticket =
+      job.store->Add(observer.RoundKey(0, "seq"), SeqValue::kArrival + 2 * SeqValue::kWorker);
+  job.store->SetString(observer.RoundKey(0, "node/1"),
+                       R"({"host":"host2","addr":"10.0.0.2","pid":1002,"nproc":2,"at":)" +
+                           std::to_string(ddprun::rendezvous::testing::NowMs(job) - 10'000) + "}");
+  auto a = JoinAsync(job, 0);
+  auto b = JoinAsync(job, 1);
+  const std::vector<FormedRound> first{Ready(a), Ready(b)};
+  CHECK(first[0].group_world_size == 2);  // of 4 at most: room for node 2
+  // Node 2's calls come back: its ticket was dropped, so it waits at round 1 and tells round 0,
+  // whose members restart to take it in (as a hot spare it would wait for a change that
+  // nothing else brings, until join_timeout: chaos seed g 4).
+  auto slow = sim.Spawn([&job, ticket] {
+    return job.Node(2).Join(std::nullopt, ddprun::rendezvous::Arrival{0, ticket});
+  });
+  job.store->Wait({observer.RoundKey(0, "change")}, kPromptly);
+  CHECK(RoundChange::Decode(job.store->GetString(observer.RoundKey(0, "change"))).kind ==
+        Kind::kNodeWaiting);
+  auto a2 = JoinAsync(job, 0, first[0]);
+  auto b2 = JoinAsync(job, 1, first[1]);
+  for (auto* join : {&a2, &b2, &slow}) {
+    const FormedRound formed = Ready(*join);
+    CHECK(formed.round == 1);
+    CHECK(formed.group_world_size == 3);
+  }
 }
 
 TEST_CASE("dropping the dead never leaves fewer than MIN", "[dynamic_rendezvous]") {
