@@ -29,6 +29,10 @@ struct LivenessScope {
   int neighbour = -1;            // RingNeighbour(me, world); -1: alone
   std::chrono::milliseconds timeout{15'000};  // keep_alive_interval x keep_alive_max_attempt
   Clock* clock = &RealClock();  // the beats' wall-clock times (not owned)
+  // Called at most once, on a thread of the liveness's own, when this member is gone without
+  // the watch's help (etcd: no renewal came back for the lease's TTL), so that a watch blocked in
+  // a store call still stops its workers; `why` as Beat's error says it. None: Beat only.
+  std::function<void(const std::string& why)> on_lost{};
 };
 
 class MemberLiveness {

@@ -54,8 +54,15 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
         store_ = store;
         if (stop_) return;
       }
-      const rendezvous::LivenessScope scope{
+      rendezvous::LivenessScope scope{
           store, {options_.rendezvous.run_id}, round_, me_, neighbour_, timeout, &clock_};
+      // Told by the liveness's own thread (etcd's keeper): this watch may be blocked in a store
+      // call meanwhile, and the workers must stop within the lease's TTL all the same.
+      scope.on_lost = [post = post_](const std::string& why) {
+        post([why](const Events& events) {
+          events.on_node_lost(-1, "lost the rendezvous store (" + why + ")");
+        });
+      };
       auto liveness = options_.liveness
                           ? options_.liveness(scope, clock_.Now())
                           : std::make_unique<rendezvous::HeartbeatCounterLiveness>(scope, clock_.Now());

@@ -8,7 +8,9 @@
 // for everyone: the change is announced and posted to this agent first, the next round's
 // accounting of the loss written after. After the change, the watch goes on beating and
 // watching until the next round's replaces it, so that a member lost while the others rejoin
-// is still declared gone. Unwatch interrupts the connection and joins the thread.
+// is still declared gone. A liveness that finds this node gone on a thread of its own (etcd's
+// lease keeper) posts the lost store at once, whatever the watch is blocked in. Unwatch
+// interrupts the connection and joins the thread.
 #pragma once
 #include <chrono>
 #include <memory>

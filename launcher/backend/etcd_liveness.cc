@@ -30,8 +30,12 @@ void EtcdLease::KeepAlive(store::etcd::EtcdClient& client) {
   }
 }
 
-LeaseKeeper::LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every)
-    : lease_(lease), every_(every), renewed_(std::chrono::steady_clock::now()) {
+LeaseKeeper::LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every,
+                         std::function<void(const std::string&)> on_lost)
+    : lease_(lease),
+      every_(every),
+      renewed_(std::chrono::steady_clock::now()),
+      on_lost_(std::move(on_lost)) {
   for (const HostPort& member : lease_.Options().endpoints) {
     store::etcd::EtcdClientOptions pinned = lease_.Options();
     pinned.endpoints = {member};
@@ -67,31 +71,51 @@ void LeaseKeeper::Renew(store::etcd::EtcdClient& client,
       renewed_ = std::max(renewed_, std::chrono::steady_clock::now());
     } catch (const store::etcd::EtcdUnavailable&) {  // this member did not answer: others may
     } catch (const store::StoreConnectionError& expired) {  // etcd answered: it is gone
-      std::lock_guard lock(mutex_);
-      if (expired_.empty()) expired_ = expired.what();
+      {
+        std::lock_guard lock(mutex_);
+        if (expired_.empty()) expired_ = expired.what();
+      }
+      TellIfLost();
       return;
     } catch (const std::exception&) {  // an odd reply from this member: the next renewal
     }
+    TellIfLost();
   }
+}
+
+std::string LeaseKeeper::LostLocked() const {
+  if (!expired_.empty()) return expired_;
+  const auto silent = std::chrono::steady_clock::now() - renewed_;
+  if (silent <= lease_.Ttl()) return "";
+  return "this node's etcd lease expired: no etcd member renewed it for " +
+         DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(silent), 1) +
+         ", longer than its TTL (" + std::to_string(lease_.Ttl().count()) + " s)";
+}
+
+void LeaseKeeper::TellIfLost() {
+  std::string why;
+  {
+    std::lock_guard lock(mutex_);
+    if (!on_lost_ || told_) return;
+    why = LostLocked();
+    if (why.empty()) return;
+    told_ = true;
+  }
+  on_lost_(why);
 }
 
 void LeaseKeeper::Check() {
   std::lock_guard lock(mutex_);
-  if (!expired_.empty()) throw store::StoreConnectionError(expired_);
-  const auto silent = std::chrono::steady_clock::now() - renewed_;
-  if (silent > lease_.Ttl()) {
-    throw store::StoreConnectionError(
-        "this node's etcd lease expired: no etcd member renewed it for " +
-        DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(silent), 1) +
-        ", longer than its TTL (" + std::to_string(lease_.Ttl().count()) + " s)");
-  }
+  const std::string why = LostLocked();
+  if (!why.empty()) throw store::StoreConnectionError(why);
 }
 
 LeaseLiveness::LeaseLiveness(rendezvous::LivenessScope scope, const store::etcd::EtcdStoreOptions& etcd, rendezvous::MemberLiveness::TimePoint start)
     : scope_(std::move(scope)), lease_(etcd.client, LeaseTtl(scope_.timeout)), start_(start) {
   lease_.Put(etcd.prefix + AliveKey(scope_.me), std::to_string(lease_.Id()));
   const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(lease_.Ttl());
-  keeper_ = std::make_unique<LeaseKeeper>(lease_, std::max(ttl / 3, std::chrono::milliseconds{100}));
+  keeper_ = std::make_unique<LeaseKeeper>(lease_, std::max(ttl / 3, std::chrono::milliseconds{100}),
+                                          scope_.on_lost);
 }
 
 std::string LeaseLiveness::AliveKey(int group_rank) const {

@@ -14,6 +14,7 @@
 // the next round vanish early.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,10 +59,14 @@ class EtcdLease {
 // their times: a renewal that hung past its successor's time (a follower forwarding it to a
 // frozen leader holds it until the client's timeout) is followed by the next at once, which
 // reaches the leader elected meanwhile. Check() throws StoreConnectionError once a renewal found
-// the lease expired, or once no member renewed it for its TTL (etcd has expired it by then).
+// the lease expired, or once no member renewed it for its TTL (etcd has expired it by then);
+// `on_lost`, when given, is called once with the same words from a keeper thread as soon as one
+// of them sees it (after each renewal, at most a period apart while all hang), so that it does
+// not wait for a Check from a watch that is itself blocked on etcd.
 class LeaseKeeper {
  public:
-  LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every);
+  LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every,
+              std::function<void(const std::string&)> on_lost = {});
   ~LeaseKeeper();
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
@@ -70,6 +75,10 @@ class LeaseKeeper {
  private:
   // Renews through `client` at `next`, then every `every_` (at once after one that hung past it).
   void Renew(store::etcd::EtcdClient& client, std::chrono::steady_clock::time_point next);
+  // Why the lease counts as lost (empty: it does not), under mutex_.
+  std::string LostLocked() const;
+  // After each renewal: tells on_lost_ once when the lease counts as lost.
+  void TellIfLost();
 
   EtcdLease& lease_;
   std::chrono::milliseconds every_;
@@ -77,6 +86,8 @@ class LeaseKeeper {
   std::mutex mutex_;
   std::chrono::steady_clock::time_point renewed_;  // the last renewal that came back
   std::string expired_;                            // why, once a renewal found it expired
+  std::function<void(const std::string&)> on_lost_;
+  bool told_ = false;  // on_lost_ was called
   std::vector<std::unique_ptr<store::etcd::EtcdClient>> clients_;
   std::vector<std::thread> threads_;
 };

@@ -156,7 +156,9 @@ class Runner:
         elif fault.kind == "kill-agent":
             job.kill_host(host)
         elif fault.kind == "etcd-pause":
+            leader = job.etcd.is_leader(host)  # the checker's etcd-minority reads it
             job.etcd.signal(host, harness.signal.SIGSTOP)
+            return {"leader": leader}
         elif fault.kind == "kill-worker":
             return {"killed": job.kill_worker(host)}
         elif fault.kind == "loss":

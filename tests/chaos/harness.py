@@ -189,6 +189,18 @@ class EtcdMembers:
     def endpoints(self):
         return ",".join("%s:%d" % (a, ETCD_CLIENT_PORT) for a in self.hosts.addresses)
 
+    def is_leader(self, host):
+        """Whether host's member leads the cluster now (None: it did not say within 2 s)."""
+        url = "http://%s:%d/v3/maintenance/status" % (self.hosts.addresses[host], ETCD_CLIENT_PORT)
+        ask = ("import json, sys, urllib.request as u; r = json.load(u.urlopen(u.Request("
+               "sys.argv[1], data=b'{}'), timeout=2)); print(r['leader'] == r['header']['member_id'])")
+        try:
+            out = subprocess.run(self.hosts.exec_prefix(host) + [sys.executable, "-c", ask, url],
+                                 capture_output=True, text=True, timeout=5).stdout.strip()
+        except subprocess.SubprocessError:
+            return None
+        return {"True": True, "False": False}.get(out)
+
     def signal(self, host, sig):
         proc = self.procs.get(host)
         if proc is not None and proc.poll() is None:

@@ -220,6 +220,28 @@ class CheckerTest(unittest.TestCase):
         h["agents"][2]["events"].append(ev(T0 + 23, "node_lost", 2, 2, node=0))
         self.assertOnly(h, "etcd-minority", "etcd member of host 1", also=("stale-workers",))
 
+    def test_a_paused_etcd_leader_answers_only_for_its_pause(self):
+        """etcd 3.4.23 revokes leases as a leader frozen past the TTL resumes (its bug): a loss
+        just after that heal is excused, one during the pause or after a follower's is not."""
+        def paused(leader, hold=5.0):
+            h = clean()
+            h["faults"].append({"kind": "etcd-pause", "hosts": [1], "hold": hold,
+                                "inject": T0 + 20, "heal": T0 + 20 + hold, "recovered": T0 + 26,
+                                "effect": {"leader": leader}})
+            return h
+        h = paused(True)
+        h["agents"][2]["events"].append(ev(T0 + 25.05, "node_lost", 2, 2, node=0))
+        self.assertEqual([v for v in checker.check(h) if v.invariant == "etcd-minority"], [])
+        h = paused(True)
+        h["agents"][2]["events"].append(ev(T0 + 24, "node_lost", 2, 2, node=0))
+        self.assertOnly(h, "etcd-minority", "etcd member of host 1", also=("stale-workers",))
+        h = paused(False)
+        h["agents"][2]["events"].append(ev(T0 + 25.05, "node_lost", 2, 2, node=0))
+        self.assertOnly(h, "etcd-minority", "etcd member of host 1", also=("stale-workers",))
+        h = paused(True, hold=2.0)  # within the TTL (3 s): nothing expired in its view
+        h["agents"][2]["events"].append(ev(T0 + 22.05, "node_lost", 2, 2, node=0))
+        self.assertOnly(h, "etcd-minority", "etcd member of host 1", also=("stale-workers",))
+
     def test_an_exit_under_a_delay_alone_is_not_excused(self):
         h = self.delayed()
         h["agents"][0].update(rc=1, exit=T0 + 22, errors=["[ddprun] E lost the store"])

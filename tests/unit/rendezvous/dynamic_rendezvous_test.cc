@@ -29,6 +29,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Kind = RoundChange::Kind;
 using ddprun::rendezvous::testing::Job;
+using ddprun::rendezvous::testing::JoinAll;
 using ddprun::rendezvous::testing::JoinAsync;
 using ddprun::rendezvous::testing::kPromptly;
 using ddprun::rendezvous::testing::Ready;
@@ -233,10 +234,7 @@ TEST_CASE("a worker failure after the round ended for a node waiting spends no r
   Job job;
   job.min_nodes = 2;
   job.max_nodes = 3;
-  auto a = JoinAsync(job, 0);
-  auto b = JoinAsync(job, 1);
-  const FormedRound first_a = Ready(a);
-  const FormedRound first_b = Ready(b);
+  const std::vector<FormedRound> first = JoinAll(job, 2);
   // A node waits to join (at round 1, and says so to round 0); node 0 stops its workers for it,
   // and node 1's, whose collective that broke, fail before its agent heard of the change
   // (chaos seed g 4, under 2 % loss).
@@ -244,10 +242,10 @@ TEST_CASE("a worker failure after the round ended for a node waiting spends no r
   const DynamicRendezvous observer = job.Node(9);
   job.store->Wait({observer.RoundKey(0, "change")}, kPromptly);
   const RoundChange in_force =
-      job.Node(1).ReportFailure(0, {Kind::kFailure, first_b.group_rank, "host1", "{}"});
+      job.Node(1).ReportFailure(0, {Kind::kFailure, first[1].group_rank, "host1", "{}"});
   CHECK(in_force.kind == Kind::kNodeWaiting);
-  auto again_a = JoinAsync(job, 0, first_a);
-  auto again_b = JoinAsync(job, 1, first_b);
+  auto again_a = JoinAsync(job, 0, first[0]);
+  auto again_b = JoinAsync(job, 1, first[1]);
   std::vector<FormedRound> views{Ready(again_a), Ready(again_b), Ready(newcomer)};
   CheckConsistent(views, {2, 2, 2});
   CHECK(views.front().restart_count == 0);
@@ -258,17 +256,14 @@ TEST_CASE("a worker failure that ends the round spends one restart, reported as 
   Job job;
   job.min_nodes = 2;
   job.max_nodes = 2;
-  auto a = JoinAsync(job, 0);
-  auto b = JoinAsync(job, 1);
-  const FormedRound first_a = Ready(a);
-  const FormedRound first_b = Ready(b);
-  CHECK(job.Node(1).ReportFailure(0, {Kind::kFailure, first_b.group_rank, "host1", "{}"}).kind ==
+  const std::vector<FormedRound> first = JoinAll(job, 2);
+  CHECK(job.Node(1).ReportFailure(0, {Kind::kFailure, first[1].group_rank, "host1", "{}"}).kind ==
         Kind::kFailure);
   // The other member's workers fail too (their peer is gone): still one restart.
-  CHECK(job.Node(0).ReportFailure(0, {Kind::kFailure, first_a.group_rank, "host0", "{}"}).kind ==
+  CHECK(job.Node(0).ReportFailure(0, {Kind::kFailure, first[0].group_rank, "host0", "{}"}).kind ==
         Kind::kFailure);
-  auto again_a = JoinAsync(job, 0, first_a);
-  auto again_b = JoinAsync(job, 1, first_b);
+  auto again_a = JoinAsync(job, 0, first[0]);
+  auto again_b = JoinAsync(job, 1, first[1]);
   std::vector<FormedRound> views{Ready(again_a), Ready(again_b)};
   CheckConsistent(views, {2, 2});
   CHECK(views.front().restart_count == 1);
@@ -405,9 +400,7 @@ TEST_CASE("a node dropped as dead that was only slow makes the round it missed r
   job.store->SetString(observer.RoundKey(0, "node/1"),
                        R"({"host":"host2","addr":"10.0.0.2","pid":1002,"nproc":2,"at":)" +
                            std::to_string(ddprun::rendezvous::testing::NowMs(job) - 10'000) + "}");
-  auto a = JoinAsync(job, 0);
-  auto b = JoinAsync(job, 1);
-  const std::vector<FormedRound> first{Ready(a), Ready(b)};
+  const std::vector<FormedRound> first = JoinAll(job, 2);
   CHECK(first[0].group_world_size == 2);  // of 4 at most: room for node 2
   // Node 2's calls come back: its ticket was dropped, so it waits at round 1 and tells round 0,
   // whose members restart to take it in (as a hot spare it would wait for a change that

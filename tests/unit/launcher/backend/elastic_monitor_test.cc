@@ -9,8 +9,9 @@
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <future>
-#include <mutex>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "elastic/node_failure.h"
 #include "store/in_memory_store.h"
@@ -275,6 +276,52 @@ TEST_CASE("elastic monitor: Unwatch ends a watch in its pause at once", "[elasti
   REQUIRE(h.clock.AwaitPauses(1));  // the fake pause lasts until the clock moves (it won't)
   auto unwatched = std::async(std::launch::async, [&] { h.monitor.Unwatch(); });
   CHECK(unwatched.wait_for(kPromptly) == std::future_status::ready);
+}
+
+// A liveness that never beats anywhere and hands its on_lost out to the test.
+class HandedLiveness : public rendezvous::MemberLiveness {
+ public:
+  void Beat() override {}
+  bool NeighbourGone(TimePoint) override { return false; }
+  std::string WhyGone(TimePoint) const override { return ""; }
+};
+
+TEST_CASE("elastic monitor: a liveness lost on its own thread is a lost store at once",
+          "[elastic_monitor]") {
+  asio::io_context io;
+  FakeClock clock{FakeClock::PauseMode::kUntilAdvanced};
+  MonitorEvents events;
+  auto store = std::make_shared<store::InMemoryStore>(30s);
+  std::promise<std::function<void(const std::string&)>> handed;
+  auto on_lost = handed.get_future();
+  ElasticMonitorOptions options;
+  options.rendezvous.run_id = "job";
+  options.connect = [store](std::chrono::milliseconds) -> std::shared_ptr<store::Store> {
+    return store->Connect();
+  };
+  options.interval = kInterval;
+  options.clock = &clock;
+  options.liveness = [&handed](const rendezvous::LivenessScope& scope,
+                               rendezvous::MemberLiveness::TimePoint) {
+    handed.set_value(scope.on_lost);
+    return std::make_unique<HandedLiveness>();
+  };
+  ElasticMonitor monitor(io, options);
+  rendezvous::RendezvousInfo round;
+  round.group_world_size = 2;
+  monitor.Watch(round, events.Sink());
+  REQUIRE(on_lost.wait_for(kPromptly) == std::future_status::ready);
+  const auto tell = on_lost.get();
+  REQUIRE(tell);
+  // The etcd keeper's thread, while the watch waits on the store (no clock moves, no beat).
+  std::thread([tell] { tell("this node's etcd lease expired: no etcd member renewed it"); })
+      .join();
+  const auto event = events.Next(io);
+  REQUIRE(event);
+  CHECK(event->kind == MonitorEvent::Kind::kNodeLost);
+  CHECK(event->node == -1);
+  CHECK(event->text ==
+        "lost the rendezvous store (this node's etcd lease expired: no etcd member renewed it)");
 }
 
 TEST_CASE("elastic monitor: a rendezvous store it cannot reach is a lost node",

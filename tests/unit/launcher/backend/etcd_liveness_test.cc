@@ -4,6 +4,8 @@
 // on the watcher's (injected) clock.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <future>
 #include <thread>
 
 #include "tests/unit/store/etcd/etcd_server.h"
@@ -95,6 +97,34 @@ TEST_CASE("etcd liveness: a lease revoked under the keeper is reported by the ne
   CHECK(reported);
 }
 
+TEST_CASE("etcd liveness: a member cut off from etcd is told by its keeper, with no beat",
+          "[etcd]") {
+  EtcdServer server;
+  std::promise<std::string> told;
+  auto lost = told.get_future();
+  std::atomic<int> calls{0};
+  rendezvous::LivenessScope scope = Scope(server, 1);
+  scope.on_lost = [&](const std::string& why) {
+    if (calls++ == 0) told.set_value(why);
+  };
+  store::etcd::EtcdStoreOptions options = Options(server);
+  options.client.timeout = 1s;  // a renewal that hangs ends after a second, as the launcher's
+  LeaseLiveness watched(scope, options, Clock::now());
+  // etcd freezes (to this member, as if its host could not send): every renewal hangs, and its
+  // watch, blocked in a read too, would not beat. The keeper tells it within the TTL and a
+  // hung renewal's timeout.
+  const auto frozen = Clock::now();
+  server.Stop(0);
+  REQUIRE(lost.wait_for(kTimeout + 3s) == std::future_status::ready);
+  CHECK(Clock::now() - frozen >= kTimeout - 700ms);  // not before: the last renewal was at most
+                                                     // a period (TTL/3) before the freeze
+  CHECK_THAT(lost.get(), Catch::StartsWith("this node's etcd lease expired: no etcd member "
+                                           "renewed it for"));
+  server.Continue(0);
+  CHECK_THROWS_WITH(watched.Beat(), Catch::Contains("this node's etcd lease expired"));
+  CHECK(calls == 1);
+}
+
 TEST_CASE("etcd liveness: a neighbour never seen counts as gone after the timeout", "[etcd]") {
   EtcdServer server;
   const auto start = Clock::now();
@@ -145,10 +175,12 @@ TEST_CASE("etcd liveness: a frozen etcd leader expires no lease renewed through 
   cluster.Stop(leader);
   std::this_thread::sleep_until(kept + 3300ms);  // past the TTL since the last renewal before it
   CHECK_NOTHROW(watched.Beat());
-  std::this_thread::sleep_until(kept + 950ms + 4200ms);  // the freeze's length
-  cluster.Continue(leader);
+  std::this_thread::sleep_until(kept + 950ms + 4100ms);  // the freeze's length, nearly
   CHECK_NOTHROW(watched.Beat());
   CHECK_FALSE(watcher.NeighbourGone(Clock::now()));
+  // Checked before the leader resumes: etcd 3.4.23 lets a leader frozen past the TTL revoke, as
+  // it resumes, the leases that expired in its stale view (etcd-io/etcd#12528, docs/etcd.md).
+  cluster.Continue(leader);
 }
 
 }  // namespace ddprun::launcher::backend
