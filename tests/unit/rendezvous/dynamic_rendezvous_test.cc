@@ -55,6 +55,17 @@ void CheckConsistent(const std::vector<FormedRound>& views, const std::vector<in
   CHECK(base_by_rank.front() == 0);
 }
 
+// Every member of `first` (node i's view at element i) joins the next round: their views of it.
+std::vector<FormedRound> RejoinAll(const Job& job, const std::vector<FormedRound>& first) {
+  std::vector<std::future<FormedRound>> joins;
+  for (std::size_t id = 0; id < first.size(); ++id) {
+    joins.push_back(JoinAsync(job, static_cast<int>(id), first[id]));
+  }
+  std::vector<FormedRound> views;
+  for (auto& join : joins) views.push_back(Ready(join));
+  return views;
+}
+
 }  // namespace
 
 TEST_CASE("seq packs arrivals, workers and seals in one counter", "[dynamic_rendezvous]") {
@@ -244,9 +255,8 @@ TEST_CASE("a worker failure after the round ended for a node waiting spends no r
   const RoundChange in_force =
       job.Node(1).ReportFailure(0, {Kind::kFailure, first[1].group_rank, "host1", "{}"});
   CHECK(in_force.kind == Kind::kNodeWaiting);
-  auto again_a = JoinAsync(job, 0, first[0]);
-  auto again_b = JoinAsync(job, 1, first[1]);
-  std::vector<FormedRound> views{Ready(again_a), Ready(again_b), Ready(newcomer)};
+  std::vector<FormedRound> views = RejoinAll(job, first);
+  views.push_back(Ready(newcomer));
   CheckConsistent(views, {2, 2, 2});
   CHECK(views.front().restart_count == 0);
 }
@@ -262,9 +272,7 @@ TEST_CASE("a worker failure that ends the round spends one restart, reported as 
   // The other member's workers fail too (their peer is gone): still one restart.
   CHECK(job.Node(0).ReportFailure(0, {Kind::kFailure, first[0].group_rank, "host0", "{}"}).kind ==
         Kind::kFailure);
-  auto again_a = JoinAsync(job, 0, first[0]);
-  auto again_b = JoinAsync(job, 1, first[1]);
-  std::vector<FormedRound> views{Ready(again_a), Ready(again_b)};
+  const std::vector<FormedRound> views = RejoinAll(job, first);
   CheckConsistent(views, {2, 2});
   CHECK(views.front().restart_count == 1);
 }
@@ -411,10 +419,9 @@ TEST_CASE("a node dropped as dead that was only slow makes the round it missed r
   job.store->Wait({observer.RoundKey(0, "change")}, kPromptly);
   CHECK(RoundChange::Decode(job.store->GetString(observer.RoundKey(0, "change"))).kind ==
         Kind::kNodeWaiting);
-  auto a2 = JoinAsync(job, 0, first[0]);
-  auto b2 = JoinAsync(job, 1, first[1]);
-  for (auto* join : {&a2, &b2, &slow}) {
-    const FormedRound formed = Ready(*join);
+  std::vector<FormedRound> views = RejoinAll(job, first);
+  views.push_back(Ready(slow));
+  for (const FormedRound& formed : views) {
     CHECK(formed.round == 1);
     CHECK(formed.group_world_size == 3);
   }
