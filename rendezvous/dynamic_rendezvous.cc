@@ -390,7 +390,11 @@ RoundChange DynamicRendezvous::Announce(int round, const RoundChange& change) {
   return RoundChange::Decode(store::Store::ToString(now_stored));
 }
 
-void DynamicRendezvous::CountFailure(int round) { store_->Add(RoundKey(round + 1, "failures"), 1); }
+void DynamicRendezvous::CountFailure(int round) { AddFailures(round, 1); }
+
+void DynamicRendezvous::AddFailures(int round, int delta) {
+  store_->Add(RoundKey(round + 1, "failures"), delta);
+}
 
 // Counted before the announcement, which wakes the sealer of the next round: a failure that
 // ended the round is never missed. A sealer that read the count between the two writes spends
@@ -398,9 +402,7 @@ void DynamicRendezvous::CountFailure(int round) { store_->Add(RoundKey(round + 1
 RoundChange DynamicRendezvous::ReportFailure(int round, const RoundChange& failure) {
   CountFailure(round);
   const RoundChange in_force = Announce(round, failure);
-  if (in_force.kind != RoundChange::Kind::kFailure) {
-    store_->Add(RoundKey(round + 1, "failures"), -1);
-  }
+  if (in_force.kind != RoundChange::Kind::kFailure) AddFailures(round, -1);
   return in_force;
 }
 

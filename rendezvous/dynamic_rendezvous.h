@@ -285,6 +285,8 @@ class DynamicRendezvous {
   static bool MemberBefore(const std::optional<FormedRound>& previous, int round) {
     return previous && previous->round + 1 == round;
   }
+  // Moves the count of `failures` toward the round after `round` by `delta`.
+  void AddFailures(int round, int delta);
   // `missed_one`: this node already missed round `round` - 1 (dropped from it as dead).
   Ticket Arrive(int round, const std::optional<FormedRound>& previous, TimePoint deadline,
                 bool missed_one = false);

@@ -73,6 +73,13 @@ inline std::future<FormedRound> JoinAsync(const Job& job, int id,
   return std::async(std::launch::async, join);
 }
 
+// What node `id`'s agent does when the workers of its round `member` fail (the handler's
+// ReportFailure): returns the round's change in force.
+inline RoundChange WorkersFailed(const Job& job, int id, const FormedRound& member) {
+  return job.Node(id).ReportFailure(member.round, {RoundChange::Kind::kFailure, member.group_rank,
+                                                   "host" + std::to_string(id), "{}"});
+}
+
 // True when `future` is ready within `bound` (of simulated time, in a simulation).
 template <typename T>
 bool Finishes(std::future<T>& future, milliseconds bound) {

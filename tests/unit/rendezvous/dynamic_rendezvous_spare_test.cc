@@ -44,6 +44,7 @@ using ddprun::rendezvous::testing::JoinAsync;
 using ddprun::rendezvous::testing::kPromptly;
 using ddprun::rendezvous::testing::NowMs;
 using ddprun::rendezvous::testing::Ready;
+using ddprun::rendezvous::testing::WorkersFailed;
 using std::chrono::milliseconds;
 using Kind = RoundChange::Kind;
 using Clock = std::chrono::steady_clock;
@@ -70,13 +71,6 @@ void AwaitArrivals(const Job& job, int round, int arrivals) {
   job.store->Wait({Key(job, round, "node/" + std::to_string(arrivals))}, kPromptly);
 }
 
-// What a survivor's agent does when its workers fail with a lost peer's connections.
-void WorkersFailed(const Job& job, int id, const FormedRound& member) {
-  DynamicRendezvous node = job.Node(id);
-  node.CountFailure(member.round);
-  node.Announce(member.round,
-                {Kind::kFailure, member.group_rank, "host" + std::to_string(id), "{}"});
-}
 
 // What the lost member's ring neighbour does once its heartbeats stopped.
 void DeclareLost(const Job& job, int watcher, const FormedRound& lost) {

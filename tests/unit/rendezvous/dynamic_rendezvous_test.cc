@@ -33,6 +33,7 @@ using ddprun::rendezvous::testing::JoinAll;
 using ddprun::rendezvous::testing::JoinAsync;
 using ddprun::rendezvous::testing::kPromptly;
 using ddprun::rendezvous::testing::Ready;
+using ddprun::rendezvous::testing::WorkersFailed;
 using ddprun::store::testing::ClockedStore;
 using ddprun::store::testing::Simulation;
 using ddprun::testing::FakeClock;
@@ -252,9 +253,7 @@ TEST_CASE("a worker failure after the round ended for a node waiting spends no r
   auto newcomer = JoinAsync(job, 2);
   const DynamicRendezvous observer = job.Node(9);
   job.store->Wait({observer.RoundKey(0, "change")}, kPromptly);
-  const RoundChange in_force =
-      job.Node(1).ReportFailure(0, {Kind::kFailure, first[1].group_rank, "host1", "{}"});
-  CHECK(in_force.kind == Kind::kNodeWaiting);
+  CHECK(WorkersFailed(job, 1, first[1]).kind == Kind::kNodeWaiting);
   std::vector<FormedRound> views = RejoinAll(job, first);
   views.push_back(Ready(newcomer));
   CheckConsistent(views, {2, 2, 2});
@@ -267,11 +266,9 @@ TEST_CASE("a worker failure that ends the round spends one restart, reported as 
   job.min_nodes = 2;
   job.max_nodes = 2;
   const std::vector<FormedRound> first = JoinAll(job, 2);
-  CHECK(job.Node(1).ReportFailure(0, {Kind::kFailure, first[1].group_rank, "host1", "{}"}).kind ==
-        Kind::kFailure);
+  CHECK(WorkersFailed(job, 1, first[1]).kind == Kind::kFailure);
   // The other member's workers fail too (their peer is gone): still one restart.
-  CHECK(job.Node(0).ReportFailure(0, {Kind::kFailure, first[0].group_rank, "host0", "{}"}).kind ==
-        Kind::kFailure);
+  CHECK(WorkersFailed(job, 0, first[0]).kind == Kind::kFailure);
   const std::vector<FormedRound> views = RejoinAll(job, first);
   CheckConsistent(views, {2, 2});
   CHECK(views.front().restart_count == 1);

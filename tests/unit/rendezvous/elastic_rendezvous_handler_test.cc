@@ -9,6 +9,7 @@
 #include <map>
 
 #include "store/in_memory_store.h"
+#include "tests/unit/store/forwarding_store.h"
 
 namespace {
 
@@ -20,37 +21,21 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 // Forwards to `store` while up; every call fails as a lost connection while down.
-class OutageStore : public store::Store {
+class OutageStore : public store::testing::ForwardingStore {
  public:
   OutageStore(std::shared_ptr<store::Store> store, const bool& down,
               std::function<void(const std::string&)> on_set = {})
-      : store_(std::move(store)), down_(down), on_set_(std::move(on_set)) {}
+      : ForwardingStore(std::move(store)), down_(down), on_set_(std::move(on_set)) {}
   void Set(const std::string& key, const store::Bytes& value) override {
-    Up().Set(key, value);
+    ForwardingStore::Set(key, value);
     if (on_set_) on_set_(key);
   }
-  store::Bytes Get(const std::string& key) override { return Up().Get(key); }
-  std::int64_t Add(const std::string& key, std::int64_t delta) override {
-    return Up().Add(key, delta);
-  }
-  store::Bytes CompareSet(const std::string& key, const store::Bytes& expected, const store::Bytes& desired) override {
-    return Up().CompareSet(key, expected, desired);
-  }
-  bool Check(const std::vector<std::string>& keys) override { return Up().Check(keys); }
-  void Wait(const std::vector<std::string>& keys, milliseconds timeout) override {
-    Up().Wait(keys, timeout);
-  }
-  using store::Store::Wait;
-  bool DeleteKey(const std::string& key) override { return Up().DeleteKey(key); }
-  std::int64_t NumKeys() override { return Up().NumKeys(); }
-  void Interrupt() override { store_->Interrupt(); }
 
  private:
-  store::Store& Up() {
+  store::Store& Next() override {
     if (down_) throw store::StoreConnectionError("fake etcd: no member answered");
-    return *store_;
+    return ForwardingStore::Next();
   }
-  std::shared_ptr<store::Store> store_;
   const bool& down_;
   std::function<void(const std::string&)> on_set_;
 };

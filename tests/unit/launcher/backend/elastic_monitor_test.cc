@@ -17,6 +17,7 @@
 #include "store/in_memory_store.h"
 #include "tests/unit/common/fake_clock.h"
 #include "tests/unit/launcher/backend/monitor_events.h"
+#include "tests/unit/store/forwarding_store.h"
 
 namespace ddprun::launcher::backend {
 namespace {
@@ -62,31 +63,16 @@ struct Gate {
 };
 
 // The monitor's connection: the in-memory store's, through the gate.
-class GatedStore : public store::Store {
+class GatedStore : public store::testing::ForwardingStore {
  public:
   GatedStore(std::shared_ptr<store::Store> store, std::shared_ptr<Gate> gate)
-      : store_(std::move(store)), gate_(std::move(gate)) {}
-  void Set(const std::string& key, const store::Bytes& value) override { store_->Set(key, value); }
-  store::Bytes Get(const std::string& key) override { return store_->Get(key); }
+      : ForwardingStore(std::move(store)), gate_(std::move(gate)) {}
   std::int64_t Add(const std::string& key, std::int64_t delta) override {
     gate_->Pass(key);
-    return store_->Add(key, delta);
+    return ForwardingStore::Add(key, delta);
   }
-  store::Bytes CompareSet(const std::string& key, const store::Bytes& expected,
-                          const store::Bytes& desired) override {
-    return store_->CompareSet(key, expected, desired);
-  }
-  bool Check(const std::vector<std::string>& keys) override { return store_->Check(keys); }
-  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    store_->Wait(keys, timeout);
-  }
-  using store::Store::Wait;
-  bool DeleteKey(const std::string& key) override { return store_->DeleteKey(key); }
-  std::int64_t NumKeys() override { return store_->NumKeys(); }
-  void Interrupt() override { store_->Interrupt(); }
 
  private:
-  std::shared_ptr<store::Store> store_;
   std::shared_ptr<Gate> gate_;
 };
 
