@@ -12,8 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <thread>
@@ -91,25 +95,28 @@ struct EtcdClusterOptions {
 };
 
 // An etcd cluster of `members` members on 127.0.0.1, their data in one temporary directory;
-// every member SIGKILLed and the data removed at the end of the test. Kill(i) SIGKILLs one.
+// every member SIGKILLed and the data removed at the end of the test, or when the constructor
+// fails (a member that exits or does not answer in 30 s, named with the end of its log).
+// Kill(i) SIGKILLs one.
 class EtcdCluster {
  public:
   explicit EtcdCluster(int members) : EtcdCluster(members, EtcdClusterOptions{}) {}
   EtcdCluster(int members, EtcdClusterOptions options) : options_(std::move(options)) {
     std::string pattern = (std::filesystem::temp_directory_path() / "ddprun_etcd_XXXXXX").string();
-    dir_ = ::mkdtemp(pattern.data());
-    if (options_.tls) MakeCertificates();
-    std::string cluster;
-    for (int i = 0; i < members; ++i) {
-      client_ports_.push_back(FreePort());
-      peer_ports_.push_back(FreePort());
-      cluster += (i ? "," : "") + Name(i) + "=" + Url(peer_ports_[i]);
+    const char* made = ::mkdtemp(pattern.data());
+    if (made == nullptr) FAIL("mkdtemp " << pattern << ": " << std::strerror(errno));
+    dir_ = made;
+    try {  // a constructor that throws runs no destructor: the members it started end here
+      if (options_.tls) MakeCertificates();
+      Start(members);
+    } catch (...) {
+      KillAll();
+      std::filesystem::remove_all(dir_);
+      throw;
     }
-    for (int i = 0; i < members; ++i) pids_.push_back(Spawn(i, cluster));
-    for (int i = 0; i < members; ++i) AwaitReady(i);
   }
   ~EtcdCluster() {
-    for (std::size_t i = 0; i < pids_.size(); ++i) Kill(static_cast<int>(i));
+    KillAll();
     std::filesystem::remove_all(dir_);
   }
   EtcdCluster(const EtcdCluster&) = delete;
@@ -180,21 +187,82 @@ class EtcdCluster {
     return SpawnLogged(args, log);  // /usr/bin/etcd: scripts/install-deps.sh installs etcd-server
   }
 
-  void AwaitReady(int member) {
+  // Picks ports, spawns every member and waits until each answers. A port picked free can be
+  // taken before its member binds it (by a test running beside this one): a member that exits
+  // saying so is started again with every member on new ports, at most 3 times.
+  void Start(int members) {
+    for (int attempt = 1;; ++attempt) {
+      client_ports_.clear();
+      peer_ports_.clear();
+      std::string cluster;
+      for (int i = 0; i < members; ++i) {
+        client_ports_.push_back(FreePort());
+        peer_ports_.push_back(FreePort());
+        cluster += (i ? "," : "") + Name(i) + "=" + Url(peer_ports_[i]);
+      }
+      for (int i = 0; i < members; ++i) pids_.push_back(Spawn(i, cluster));
+      bool port_taken = false;
+      for (int i = 0; i < members && !port_taken; ++i) port_taken = !AwaitReady(i, attempt < 3);
+      if (!port_taken) return;
+      KillAll();
+      pids_.clear();
+      for (int i = 0; i < members; ++i) std::filesystem::remove_all(dir_ + "/" + Name(i));
+    }
+  }
+
+  // Waits until `member` answers a read (30 s). False when it exited because a port it was
+  // given was taken and `may_retry`; any other failure fails the test, naming what the member
+  // logged last and the space left for its data.
+  bool AwaitReady(int member, bool may_retry) {
     EtcdClientOptions options = Options(1s);
     options.endpoints = {NamedEndpoint(member)};
     EtcdClient client(options);
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     for (;;) {
+      std::string error;
       try {
         ParseRange(client.Call("/v3/kv/range", RangeBody("ready")));
-        return;
-      } catch (const std::exception& error) {
-        INFO(error.what());
-        REQUIRE(std::chrono::steady_clock::now() < deadline);
+        return true;
+      } catch (const std::exception& failure) {
+        error = failure.what();
+      }
+      const bool exited = Exited(member);
+      const std::string log = LogTail(member);
+      if (exited && may_retry && log.find("address already in use") != std::string::npos) {
+        return false;
+      }
+      if (exited || std::chrono::steady_clock::now() >= deadline) {
+        FAIL("etcd member " << Name(member) << (exited ? " exited" : " did not answer in 30 s")
+             << ": " << error << "; " << SpaceLeft() << "; the end of its log:\n" << log);
       }
       std::this_thread::sleep_for(50ms);  // etcd has no readiness event to wait on
     }
+  }
+
+  // True when `member` has exited (and it is reaped).
+  bool Exited(int member) {
+    pid_t& pid = pids_.at(member);
+    if (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == pid) pid = -1;
+    return pid <= 0;
+  }
+
+  // The last lines (about 2 KB) of `member`'s log.
+  std::string LogTail(int member) const {
+    std::ifstream in(dir_ + "/" + Name(member) + ".log");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text.size() > 2048 ? text.substr(text.size() - 2048) : text;
+  }
+
+  // "N MiB free in DIR", for a member that cannot start.
+  std::string SpaceLeft() const {
+    std::error_code error;
+    const auto space = std::filesystem::space(dir_, error);
+    if (error) return "free space in " + dir_ + " unknown: " + error.message();
+    return std::to_string(space.available >> 20) + " MiB free in " + dir_;
+  }
+
+  void KillAll() {
+    for (std::size_t i = 0; i < pids_.size(); ++i) Kill(static_cast<int>(i));
   }
 
   EtcdClusterOptions options_;
