@@ -362,32 +362,32 @@ namespace {
 // One kept-alive connection to one member.
 class MemberConnection {
  public:
-  MemberConnection(std::size_t member, const HostPort& at, std::chrono::milliseconds timeout,
-                   EtcdTlsContext* tls)
-      : member_(member), at_(at), timeout_(timeout), transport_(io_, tls) {}
-  // Connects (and shakes hands); apart from construction so that Interrupt() reaches it.
-  void Open() { transport_.Open(at_, timeout_); }
+  MemberConnection(std::size_t member, const HostPort& at, EtcdTlsContext* tls)
+      : member_(member), at_(at), transport_(io_, tls) {}
+  // Connects (and shakes hands) within `timeout` each; apart from construction so that
+  // Interrupt() reaches it.
+  void Open(std::chrono::milliseconds timeout) { transport_.Open(at_, timeout); }
   std::size_t Member() const { return member_; }
   void Interrupt() { transport_.Interrupt(); }
   bool Reused() const { return calls_ > 1; }  // an earlier call used it (Call() counts first)
 
-  json Call(const std::string& path, const std::string& body) {
+  // Writes the request and reads its reply, each within `timeout`.
+  json Call(const std::string& path, const std::string& body, std::chrono::milliseconds timeout) {
     ++calls_;
     auto request = Post(at_, path, body, true);
     transport_.Run([&](auto& stream, auto handler) { http::async_write(stream, request, handler); },
-                   timeout_);
+                   timeout);
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxReplyBytes);
     transport_.Run(
         [&](auto& stream, auto handler) { http::async_read(stream, buffer_, parser, handler); },
-        timeout_);
+        timeout);
     return ReplyJson(parser.get());
   }
 
  private:
   std::size_t member_;
   HostPort at_;
-  std::chrono::milliseconds timeout_;
   asio::io_context io_{kOneThread};
   EtcdTransport transport_;
   beast::flat_buffer buffer_;
@@ -401,9 +401,10 @@ class HttpRoundTrip : public EtcdRoundTrip {
   HttpRoundTrip(const EtcdClientOptions& options, EtcdTlsContext* tls)
       : options_(options), tls_(tls) {}
 
-  json Post(std::size_t member, const std::string& path, const std::string& body) override {
+  json Post(std::size_t member, const std::string& path, const std::string& body,
+            std::chrono::milliseconds timeout) override {
     try {
-      return PostOn(member, path, body);
+      return PostOn(member, path, body, timeout);
     } catch (const MemberError&) {
       std::lock_guard io_lock(io_mutex_);
       connection_.reset();
@@ -422,11 +423,12 @@ class HttpRoundTrip : public EtcdRoundTrip {
   // One that got no answer in time is not: the member is frozen or cut off, and a second
   // timeout on it would cost the caller twice the time before the next member (a lease renewed
   // every TTL/3 would expire at a 2 x TTL/2 failover).
-  json PostOn(std::size_t member, const std::string& path, const std::string& body) {
+  json PostOn(std::size_t member, const std::string& path, const std::string& body,
+              std::chrono::milliseconds timeout) {
     for (int attempt = 0;; ++attempt) {
-      if (!connection_ || connection_->Member() != member) Connect(member);
+      if (!connection_ || connection_->Member() != member) Connect(member, timeout);
       try {
-        return connection_->Call(path, body);
+        return connection_->Call(path, body, timeout);
       } catch (const MemberError& error) {
         if (attempt > 0 || !connection_->Reused() || interrupted_ || error.TimedOut()) throw;
         std::lock_guard io_lock(io_mutex_);
@@ -435,15 +437,14 @@ class HttpRoundTrip : public EtcdRoundTrip {
     }
   }
 
-  void Connect(std::size_t member) {
-    auto fresh = std::make_unique<MemberConnection>(member, options_.endpoints.at(member),
-                                                    options_.timeout, tls_);
+  void Connect(std::size_t member, std::chrono::milliseconds timeout) {
+    auto fresh = std::make_unique<MemberConnection>(member, options_.endpoints.at(member), tls_);
     {
       std::lock_guard io_lock(io_mutex_);
       connection_ = std::move(fresh);
       if (interrupted_) connection_->Interrupt();
     }
-    connection_->Open();  // a MemberError: Post() drops the connection
+    connection_->Open(timeout);  // a MemberError: Post() drops the connection
   }
 
   const EtcdClientOptions& options_;  // the client's
@@ -490,7 +491,9 @@ json EtcdClient::CallMembers(const std::string& path, const std::string& text) {
     const std::size_t member = (current_ + i) % members;
     if (interrupted_) throw EtcdUnavailable("etcd: interrupted");
     try {
-      json reply = round_trip_->Post(member, path, text);
+      const auto asked = Clock::now();
+      json reply = round_trip_->Post(member, path, text, pace_.Timeout());
+      pace_.Answered(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked));
       current_ = member;
       return reply;
     } catch (const MemberError& error) {

@@ -2,7 +2,8 @@
 // unary calls (POST /v3/kv/range, ...) and watch streams, for the etcd rendezvous backend
 // (issue 14). Every member of the cluster is listed; a call goes to the member that answered
 // last and fails over to the next on a connection error, a timeout or a 5xx reply, so losing a
-// member costs one timeout at most. Each request on one member is bounded by `timeout`. A
+// member costs one timeout at most. Each request on one member is bounded by `timeout`, stretched
+// up to twice that while the link is slow (link_pace.h: the slowest recent answers, times 3). A
 // reply that is not etcd's fails over too, and when no member answers the error names every
 // member with its problem in one line. Calls are serialized (safe to share between threads);
 // Interrupt() aborts a blocked call from another thread. With `tls` set every connection is
@@ -25,6 +26,7 @@
 #include "common/cancellable_pause.h"
 #include "common/host_port.h"
 #include "store/etcd/etcd_v3.h"
+#include "store/etcd/link_pace.h"
 #include "store/store.h"
 
 namespace ddprun::store::etcd {
@@ -41,7 +43,7 @@ struct EtcdTls {
 
 struct EtcdClientOptions {
   std::vector<HostPort> endpoints;               // every member, host:port of its client URL
-  std::chrono::milliseconds timeout{5'000};      // one request on one member
+  std::chrono::milliseconds timeout{5'000};      // one request on one member (see LinkPace)
   std::optional<EtcdTls> tls{};                  // none: plain http
   // When no member answered (a leader election after the leader's loss, a member restarting),
   // the members are tried again, kPatiencePause apart, for this long before EtcdUnavailable
@@ -75,7 +77,7 @@ class EtcdMemberError : public std::runtime_error {
 };
 
 // The seam below the member failover: one request to one member (`member` indexes
-// EtcdClientOptions::endpoints). Returns the member's JSON reply (an etcd error reply too), or
+// EtcdClientOptions::endpoints), its connect, write and read each within `timeout`. Returns the member's JSON reply (an etcd error reply too), or
 // throws EtcdMemberError; a request that throws may still have been applied by etcd (its reply
 // was lost), and the client sends the same body to the next member. Post is called by one
 // thread at a time; Interrupt, from any thread, ends a running Post and every later one
@@ -85,7 +87,7 @@ class EtcdRoundTrip {
  public:
   virtual ~EtcdRoundTrip() = default;
   virtual nlohmann::json Post(std::size_t member, const std::string& path,
-                              const std::string& body) = 0;
+                              const std::string& body, std::chrono::milliseconds timeout) = 0;
   virtual void Interrupt() = 0;
 };
 
@@ -118,6 +120,7 @@ class EtcdClient {
   bool PauseUnlessInterrupted(std::chrono::milliseconds duration);
 
   EtcdClientOptions options_;
+  LinkPace pace_{options_.timeout};      // the timeout of each request, under mutex_
   std::shared_ptr<EtcdTlsContext> tls_;  // null: plain http
   std::unique_ptr<EtcdRoundTrip> round_trip_;
   mutable std::mutex mutex_;

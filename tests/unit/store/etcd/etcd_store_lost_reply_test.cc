@@ -35,10 +35,10 @@ class LosingRoundTrip : public EtcdRoundTrip {
   LosingRoundTrip(std::unique_ptr<EtcdRoundTrip> real, std::shared_ptr<ReplyLoss> loss)
       : real_(std::move(real)), loss_(std::move(loss)) {}
 
-  nlohmann::json Post(std::size_t member, const std::string& path,
-                      const std::string& body) override {
+  nlohmann::json Post(std::size_t member, const std::string& path, const std::string& body,
+                      std::chrono::milliseconds timeout) override {
     loss_->members.push_back(member);
-    nlohmann::json reply = real_->Post(member, path, body);
+    nlohmann::json reply = real_->Post(member, path, body, timeout);
     if (!loss_->armed || path != "/v3/kv/txn" || body.find("requestPut") == std::string::npos) {
       return reply;
     }
