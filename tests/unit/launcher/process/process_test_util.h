@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -43,7 +44,10 @@ struct TempDir {
     char pattern[] = "/tmp/ddprun_test_XXXXXX";
     path = mkdtemp(pattern);
   }
-  ~TempDir() { std::system(("rm -rf " + path).c_str()); }
+  ~TempDir() {
+    std::error_code ignored;  // a test that failed may leave it half made
+    std::filesystem::remove_all(path, ignored);
+  }
   std::string path;
 };
 
