@@ -29,9 +29,10 @@ BUILD_TYPE ?= RelWithDebInfo
 SANITIZE_BUILD_TYPE ?= Debug
 TSAN_BUILD_TYPE ?= Debug
 # The sanitizer trees (check-sanitize, check-tsan) are built only to be tested: unity builds
-# (several .cc per compiler run: a third less compiler CPU) and without the load generators only
-# bench/*.py runs (docs/reliability.md, "ThreadSanitizer").
-SANITIZER_CMAKE_FLAGS ?= -DCMAKE_UNITY_BUILD=ON -DDDPRUN_BUILD_BENCH=OFF
+# (several .cc per compiler run: a third less compiler CPU), without the load generators only
+# bench/*.py runs (docs/reliability.md, "ThreadSanitizer"), and with line tables only (-g1:
+# reports still name file and line; a fifth less compiler CPU than -g on a test file).
+SANITIZER_CMAKE_FLAGS ?= -DCMAKE_UNITY_BUILD=ON -DDDPRUN_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG=-g1
 # gcc 12's ThreadSanitizer runtime fits the address layout of vm.mmap_rnd_bits <= 28 (Debian
 # 12's default, fine) and dies with "unexpected memory mapping" where the kernel randomizes more
 # (32 on some distributions): `auto` then runs the TSan tests under `setarch -R` (no address
