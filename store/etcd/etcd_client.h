@@ -77,12 +77,12 @@ class EtcdMemberError : public std::runtime_error {
 };
 
 // The seam below the member failover: one request to one member (`member` indexes
-// EtcdClientOptions::endpoints), its connect, write and read each within `timeout`. Returns the member's JSON reply (an etcd error reply too), or
-// throws EtcdMemberError; a request that throws may still have been applied by etcd (its reply
-// was lost), and the client sends the same body to the next member. Post is called by one
-// thread at a time; Interrupt, from any thread, ends a running Post and every later one
-// (EtcdMemberError). The real one is HTTP over a kept-alive connection (etcd_client.cc); tests
-// wrap it to lose replies.
+// EtcdClientOptions::endpoints), its connect, write and read each within `timeout`. Returns the
+// member's JSON reply (an etcd error reply too), or throws EtcdMemberError; a request that throws
+// may still have been applied by etcd (its reply was lost), and the client sends the same body
+// to the next member. Post is called by one thread at a time; Interrupt, from any thread, ends a
+// running Post and every later one (EtcdMemberError). The real one is HTTP over a kept-alive
+// connection (etcd_client.cc); tests wrap it to lose replies.
 class EtcdRoundTrip {
  public:
   virtual ~EtcdRoundTrip() = default;

@@ -1,8 +1,8 @@
 // How long one etcd request may wait for one member: the configured timeout, stretched to fit a
 // slow link. etcd's linearizable requests take several round trips between members (a
 // follower's ReadIndex goes to the leader, which confirms it with a heartbeat round; reads that
-// arrive meanwhile wait for the round in flight), so over links with a 0.3 s round trip healthy
-// members answer in 1-1.5 s. A fixed timeout near that fails over from members that would have
+// arrive meanwhile wait for the round in flight), so over links with a 0.6 s round trip healthy
+// members answer in 1-1.8 s. A fixed timeout near that fails over from members that would have
 // answered, on every member in turn (chaos seed `e` 5, docs/reliability.md).
 //
 // LinkPace keeps the slowest of the last kWindow answers; the timeout is kStretch times that,

@@ -71,7 +71,6 @@ void AwaitArrivals(const Job& job, int round, int arrivals) {
   job.store->Wait({Key(job, round, "node/" + std::to_string(arrivals))}, kPromptly);
 }
 
-
 // What the lost member's ring neighbour does once its heartbeats stopped.
 void DeclareLost(const Job& job, int watcher, const FormedRound& lost) {
   job.Node(watcher).DeclareGone(lost.round, lost.group_rank,

@@ -227,11 +227,11 @@ class EtcdCluster {
         error = failure.what();
       }
       const bool exited = Exited(member);
-      const std::string log = LogTail(member);
-      if (exited && may_retry && log.find("address already in use") != std::string::npos) {
-        return false;
-      }
-      if (exited || std::chrono::steady_clock::now() >= deadline) {
+      if (exited || std::chrono::steady_clock::now() >= deadline) {  // its log read only then
+        const std::string log = LogTail(member);
+        if (exited && may_retry && log.find("address already in use") != std::string::npos) {
+          return false;
+        }
         FAIL("etcd member " << Name(member) << (exited ? " exited" : " did not answer in 30 s")
              << ": " << error << "; " << SpaceLeft() << "; the end of its log:\n" << log);
       }
