@@ -126,9 +126,7 @@ void FillLaunch(const RawValues& raw, const EnvLookup& env, LaunchConfig& config
     config.signals_to_handle = ParseSignals(text, name);
   });
   FillShutdownTimeout(raw, env, config);
-  IfGiven(raw, "hang_timeout", [&](const std::string& text, const std::string& name) {
-    config.hang_timeout = ParseSecondsOrOff(text, name, "hang detection");
-  });
+  FillHangDetection(raw, config);
 }
 
 void FillLogDir(const std::string& text, const std::string& name, LaunchConfig& config) {

@@ -87,6 +87,9 @@ void ReadAuthentication(elastic::LaunchConfig& config, const EnvLookup& env);
 // Throws UsageError (exit 2) for a backend or node layout this build cannot launch.
 void CheckLaunchable(const elastic::LaunchConfig& config);
 
+// --hang-timeout and the options that go with it (cli_hang.cc).
+void FillHangDetection(const RawValues& raw, elastic::LaunchConfig& config);
+
 // Validators (cli_validate.cc).
 std::pair<int, int> ParseNnodes(const std::string& text, const std::string& name);
 int ParseIntInRange(const std::string& text, const std::string& name, long long min, long long max,

@@ -18,7 +18,7 @@ constexpr const char* kCompat = "torchrun compatibility";
 constexpr const char* kLegacy = "torch.distributed.launch compatibility";
 constexpr const char* kDdprun = "ddprun";
 
-constexpr std::array<OptionSpec, 43> kOptions{{
+constexpr std::array<OptionSpec, 48> kOptions{{
     {"nnodes", 0, "N|MIN:MAX", true, kSize, "number of nodes, or the range of nodes (default 1:1)"},
     {"nproc_per_node", 0, "N|auto|cpu|gpu", true, kSize,
      "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)",
@@ -97,10 +97,25 @@ constexpr std::array<OptionSpec, 43> kOptions{{
     {"event_log", 0, "FILE", false, kDdprun,
      "append one JSON line per agent event (round formed, workers started, node lost, restart, "
      "...) to FILE (default $DDPRUN_EVENT_LOG)"},
-    {"hang_timeout", 0, "SECONDS", true, kDdprun,
+    {"hang_timeout", 0, "SECONDS|auto", true, kDdprun,
      "report a rank as hung after SECONDS without progress (output on stdout/stderr, a line "
-     "to $DDPRUN_PULSE_FILE, torchelastic file-timer traffic); fractions allowed, 0: off "
-     "(default 0)"},
+     "to $DDPRUN_PULSE_FILE, torchelastic file-timer traffic) once it showed its first; auto: "
+     "learned from the job; fractions allowed, 0: off (default 0; docs/hangs.md)",
+     "auto"},
+    {"hang_startup_timeout", 0, "SECONDS", true, kDdprun,
+     "with hang detection: the timeout before a rank's first sign of progress (importing torch, "
+     "loading data, the first NCCL connection) (default: the larger of 600 and --hang-timeout)"},
+    {"hang_timeout_factor", 0, "X", true, kDdprun,
+     "--hang-timeout=auto: the timeout is X times the longest interval between signs of "
+     "progress seen on any rank (default 5)"},
+    {"hang_timeout_warmup", 0, "N", true, kDdprun,
+     "--hang-timeout=auto: intervals a rank shows before the timeout is learned; until then "
+     "the start-up timeout applies (default 20)"},
+    {"hang_timeout_floor", 0, "SECONDS", true, kDdprun,
+     "--hang-timeout=auto: the learned timeout is never below SECONDS (default 30)"},
+    {"max_no_progress_hangs", 0, "N", true, kDdprun,
+     "stop the job, restarts left unspent, after N attempts in a row hang before any rank made "
+     "progress past start-up; 0: never (default 3)"},
     {"health_port", 0, "PORT", true, kDdprun,
      "serve GET /healthz and /metrics (Prometheus) on PORT, 0: an ephemeral port, logged and "
      "in the event log (default $TORCHELASTIC_HEALTH_CHECK_PORT, else off; docs/operations.md)"},

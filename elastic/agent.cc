@@ -4,6 +4,7 @@
 
 #include "common/errors.h"
 #include "common/logging.h"
+#include "elastic/learned_hang_timeout.h"
 #include "elastic/rank_assignment.h"
 
 namespace ddprun::elastic {
@@ -11,6 +12,7 @@ namespace ddprun::elastic {
 struct Agent::Round {
   rendezvous::RendezvousInfo info;
   std::vector<PeerInfo> peers;  // multi-node only
+  std::optional<std::chrono::milliseconds> learned_hang_timeout;  // the job's, after the round
 };
 
 int AgentResult::ExitCode() const {
@@ -67,9 +69,15 @@ void Agent::StartAttempt() {
   auto round = std::make_shared<Round>();
   PeerInfo mine{spec_.role, 0, spec_.local_world_size, spec_.hostname};
   rendezvous::RendezvousHandler& handler = rendezvous_;
+  const bool learn = spec_.hang.learn;
+  round->learned_hang_timeout = learned_hang_timeout_;
   runner_.Run(
-      [round, mine, &handler]() mutable {
+      [round, mine, &handler, learn]() mutable {
         round->info = handler.NextRendezvous();
+        if (learn && round->info.job_store != nullptr) {
+          round->learned_hang_timeout =
+              elastic::ShareLearnedHangTimeout(*round->info.job_store, round->learned_hang_timeout);
+        }
         if (round->info.store == nullptr || round->info.group_world_size <= 1) return;
         if (round->info.base_global_rank) return;  // the rendezvous assigned the ranks
         mine.group_rank = round->info.group_rank;
@@ -97,6 +105,10 @@ void Agent::OnRendezvousDone(const std::shared_ptr<Round>& round, std::exception
     return;
   }
   TakeRound(round->info, round->peers);
+  if (round->learned_hang_timeout) {  // one learned meanwhile (a late event) is kept too
+    learned_hang_timeout_ = std::max(*round->learned_hang_timeout,
+                                     learned_hang_timeout_.value_or(std::chrono::milliseconds{0}));
+  }
   if (Elastic() && restart_count_ > spec_.max_restarts) {
     // The round says a failure spent the job's last restart: every member ends here.
     spdlog::error("[{}] the job's {} restart(s) are spent; stopping", spec_.role,
@@ -138,6 +150,7 @@ void Agent::TakeRound(const rendezvous::RendezvousInfo& info, const std::vector<
 void Agent::StartWorkers() {
   attempt_ =
       PlanAttempt(spec_, MakeGroupEnv(spec_, info_, ranks_, restart_count_, rendezvous_.RunId()));
+  attempt_.learned_hang_timeout = learned_hang_timeout_;
   failures_.clear();
   failure_origins_.clear();
   live_workers_ = static_cast<int>(attempt_.workers.size());
@@ -147,6 +160,9 @@ void Agent::StartWorkers() {
   events.on_exit = [this](const WorkerExit& exit) { OnWorkerExit(exit); };
   events.on_hang = [this](const HangReport& report) { HandleHang(report); };
   events.on_unkillable = [this](const std::string& line) { HandleUnkillable(line); };
+  events.on_hang_timeout_learned = [this](const LearnedHangTimeout& learned) {
+    HandleHangTimeoutLearned(learned);
+  };
   hang_.reset();
   stack_dumps_.assign(attempt_.workers.size(), std::string());
   dumping_ = false;
@@ -155,6 +171,12 @@ void Agent::StartWorkers() {
   for (const auto& worker : attempt_.workers) ranks.push_back(worker.global_rank);
   nlohmann::json fields{{"ranks", ranks}};
   if (const auto pids = processes_.Pids(); !pids.empty()) fields["pids"] = pids;
+  if (spec_.hang.On()) {  // the timeouts this attempt starts with (telemetry shows them)
+    const auto hang = spec_.hang.learn ? learned_hang_timeout_ : spec_.hang.hang;
+    fields["hang_timeout_s"] = hang ? nlohmann::json(hang->count() / 1000.0) : nlohmann::json();
+    fields["hang_timeout_learned"] = spec_.hang.learn;
+    fields["hang_startup_timeout_s"] = spec_.hang.startup.count() / 1000.0;
+  }
   Emit("workers_started", fields);
   Watch();
 }
@@ -176,6 +198,7 @@ void Agent::OnWorkerExit(const WorkerExit& exit) {
     if (state_ == State::kHealthy) {
       spdlog::error("failed (exitcode: {}) local_rank: {} (pid: {}) of binary: {}",
                     exit.status.TorchrunCode(), exit.local_rank, exit.pid, worker.argv.front());
+      CountHangsBeforeProgress(failures_.back());
       OnLocalFailure(failures_.back());
     }
     return;
@@ -249,6 +272,7 @@ void Agent::OnGroupStopped() {
     Finish(LostResult());
     return;
   }
+  if (StopForHangsBeforeProgress()) return;
   if (Elastic()) {
     // The next round decides whether the failure spends a restart (not when a node was lost)
     // and whether any is left (OnRendezvousDone).

@@ -98,6 +98,9 @@ class Agent {
   void HandleHang(const HangReport& report);
   // A worker that would not die after SIGKILL: the node exits once the group is stopped.
   void HandleUnkillable(const std::string& line);
+  // --hang-timeout=auto: a timeout learned (or raised) on this node: logged the first time, in
+  // the event log each time, kept for the next attempts and shared with the job's other nodes.
+  void HandleHangTimeoutLearned(const LearnedHangTimeout& learned);
 
   int RestartCount() const { return restart_count_; }
 
@@ -127,10 +130,16 @@ class Agent {
   // The stacks.log of every worker that wrote a stack dump this attempt.
   std::vector<std::string> StackFiles() const;
   void DumpStacksThenStop();
+  // Counts the attempt that ended in `failure` towards --max-no-progress-hangs (a hang before
+  // progress) or starts the count again (anything else).
+  void CountHangsBeforeProgress(const ProcessFailure& failure);
+  // Whether the job stops for --max-no-progress-hangs instead of restarting: then it has.
+  bool StopForHangsBeforeProgress();
+  void PublishLearnedHangTimeout();
   void OnAllSucceeded();
   void StopAfterFailure();
   void OnGroupStopped();
-  void FinishFailed();
+  void FinishFailed(const std::string& note = "");
   void StopGroup(int signal, std::chrono::milliseconds grace);
   void Publish(const NodeFailure& record, bool leaving, std::function<void()> published = {});
   void TellPeersLeaving(int signal, const std::string& signal_name);
@@ -194,6 +203,10 @@ class Agent {
   std::vector<std::string> stack_dumps_;  // per local rank
   bool dumping_ = false;
   std::vector<std::string> unkillable_;
+  // --hang-timeout=auto: the largest timeout learned here or read from the job's store.
+  std::optional<std::chrono::milliseconds> learned_hang_timeout_;
+  // Attempts in a row that ended in a hang before any progress past start-up.
+  int hangs_before_progress_ = 0;
 };
 
 }  // namespace ddprun::elastic

@@ -5,8 +5,10 @@
 #include <csignal>
 #include <fstream>
 
+#include "common/duration.h"
 #include "common/logging.h"
 #include "elastic/agent.h"
+#include "elastic/learned_hang_timeout.h"
 #include "elastic/stack_report.h"
 
 namespace ddprun::elastic {
@@ -59,7 +61,10 @@ void Agent::OnStacksDumped() {
     StopAfterFailure();
     return;
   }
-  const ProcessFailure failure = HangFailure();
+  ProcessFailure failure = HangFailure();
+  failure.hang_before_progress = !hang_->progressed;
+  CountHangsBeforeProgress(failure);
+  failure.hangs_before_progress = hangs_before_progress_;
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& worker : attempt_.workers) ranks.push_back(worker.global_rank);
   Emit("hang", {{"kind", hang_->kind == HangReport::Kind::kTimerExpired ? "timer_expired"
@@ -70,6 +75,9 @@ void Agent::OnStacksDumped() {
                 {"scope", hang_->scope},
                 {"ranks", ranks},
                 {"stacks", StackFiles()},
+                {"startup", hang_->startup},
+                {"before_progress", failure.hang_before_progress},
+                {"hangs_before_progress", hangs_before_progress_},
                 {"summary", failure.message}});
   if (hang_->kind == HangReport::Kind::kTimerExpired && hang_->signal > 0) {
     processes_.Signal(hang_->local_rank, hang_->signal);  // what the timer asked for
@@ -132,6 +140,71 @@ std::vector<std::string> Agent::StackFiles() const {
     }
   }
   return files;
+}
+
+// A hang before any progress past start-up (the job never got going) counts; any other failure
+// starts the count again. A peer's record carries the job's count: a node that joined since
+// takes it from there.
+void Agent::CountHangsBeforeProgress(const ProcessFailure& failure) {
+  if (!failure.hang || !failure.hang_before_progress) {
+    hangs_before_progress_ = 0;
+    return;
+  }
+  hangs_before_progress_ = std::max(hangs_before_progress_ + 1, failure.hangs_before_progress);
+}
+
+bool Agent::StopForHangsBeforeProgress() {
+  const int limit = spec_.max_no_progress_hangs;
+  const int restarts_left = spec_.max_restarts - restart_count_;
+  if (limit <= 0 || hangs_before_progress_ < limit || restarts_left <= 0) return false;
+  const std::string line =
+      "the job hung " + std::to_string(hangs_before_progress_) + " attempts in a row before " +
+      "any rank made progress past start-up (--max-no-progress-hangs=" + std::to_string(limit) +
+      "): not restarting again, " + std::to_string(restarts_left) + " of " +
+      std::to_string(spec_.max_restarts) + " restarts left unspent; look at the stacks of the " +
+      "hangs above, or raise --hang-startup-timeout if start-up is slower than " +
+      DurationText(spec_.hang.startup);
+  Emit("no_progress_stop", {{"hangs_before_progress", hangs_before_progress_},
+                            {"restarts_left", restarts_left}});
+  FinishFailed(line);
+  return true;
+}
+
+void Agent::HandleHangTimeoutLearned(const LearnedHangTimeout& learned) {
+  if (learned_hang_timeout_ && learned.timeout <= *learned_hang_timeout_) return;
+  const bool first = !learned_hang_timeout_;
+  learned_hang_timeout_ = learned.timeout;
+  const std::string line = "hang timeout learned: " + DurationText(learned.timeout) + " (" +
+                           DescribeHangTimeout(spec_.hang) + "; the longest interval seen: " +
+                           DurationText(learned.longest_interval) + ")";
+  if (first) {
+    spdlog::warn("[{}] {}", spec_.role, line);
+  } else {
+    spdlog::info("[{}] {}", spec_.role, line);
+  }
+  Emit("hang_timeout_learned", {{"timeout_s", learned.timeout.count() / 1000.0},
+                                {"longest_interval_s", learned.longest_interval.count() / 1000.0},
+                                {"factor", spec_.hang.learning.factor},
+                                {"floor_s", spec_.hang.learning.floor.count() / 1000.0}});
+  PublishLearnedHangTimeout();
+}
+
+// The job's other nodes (and this node's next round, should the store move) read it at their
+// next round.
+void Agent::PublishLearnedHangTimeout() {
+  store::Store* job_store = info_.job_store;
+  if (job_store == nullptr || !learned_hang_timeout_) return;
+  runner_.Run(
+      [job_store, mine = learned_hang_timeout_] { elastic::ShareLearnedHangTimeout(*job_store, mine); },
+      [](std::exception_ptr error) {
+        if (!error) return;
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& failure) {
+          spdlog::warn("could not keep the learned hang timeout in the job's store: {} (the next "
+                       "round tries again)", failure.what());
+        }
+      });
 }
 
 void Agent::HandleUnkillable(const std::string& line) {

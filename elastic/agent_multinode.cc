@@ -40,6 +40,7 @@ void Agent::HandleRemoteFailure(const NodeFailure& record) {
   }
   failures_.push_back(record.failure);
   failure_origins_.push_back({record.node_rank, record.host, false});
+  CountHangsBeforeProgress(record.failure);
   if (record.failure.hang) {
     DumpStacksThenStop();  // the hung group's stacks on this node too
     return;
@@ -114,9 +115,10 @@ void Agent::StopForChange(const std::string& reason) {
   StopGroup(SIGTERM, options_.shutdown_timeout);
 }
 
-void Agent::FinishFailed() {
+void Agent::FinishFailed(const std::string& note) {
   AgentResult result = Outcome(AgentResult::State::kFailed);
   result.failures = failures_;
+  result.note = note;
   if (!MultiNode()) {
     Finish(result);
     return;
@@ -127,9 +129,9 @@ void Agent::FinishFailed() {
     result.root_cause_node = node;
     result.root_cause_host = origin.host;
     if (!origin.local) {
-      result.note = "the root cause is on node " + std::to_string(node) + " (host " +
-                    result.root_cause_host + "); stopped the workers of node " +
-                    std::to_string(info_.group_rank);
+      result.note = (note.empty() ? "" : note + "; ") + "the root cause is on node " +
+                    std::to_string(node) + " (host " + result.root_cause_host +
+                    "); stopped the workers of node " + std::to_string(info_.group_rank);
     }
   }
   state_ = State::kFailureBarrier;

@@ -25,7 +25,7 @@ StreamRoute RouteStream(const WorkerSpec& spec, int local_rank, int stream_bit,
   // Through the launcher: stderr always (its tail and the stacks go into the failure summary),
   // stdout too when its bytes are progress (a redirected stream is still watched: the launcher
   // then copies it to its file).
-  route.watched = stream_bit == StreamSelection::kStderr || spec.hang_timeout.count() > 0;
+  route.watched = stream_bit == StreamSelection::kStderr || spec.hang.On();
   return route;
 }
 
@@ -43,7 +43,7 @@ WorkerLaunch PlanWorker(const WorkerSpec& spec, const WorkerGroupEnv& group,
   const std::string rank_dir = attempt_dir.empty() ? "" : RankDir(attempt_dir, local_rank);
   worker.error_file = rank_dir.empty() ? "" : rank_dir + "/error.json";
   worker.env = BuildWorkerEnv(spec.base_env, group, local_rank, worker.error_file);
-  const bool hang_detection = spec.hang_timeout.count() > 0;
+  const bool hang_detection = spec.hang.On();
   worker.pulse_file = hang_detection && !rank_dir.empty() ? rank_dir + "/pulse" : "";
   worker.stacks_file = rank_dir.empty() ? "" : rank_dir + "/stacks.log";
   if (local_rank < static_cast<int>(spec.cpu_binding.size())) {
@@ -91,7 +91,7 @@ AttemptLaunch PlanAttempt(const WorkerSpec& spec, const WorkerGroupEnv& group) {
   attempt.attempt_dir = AttemptDir(spec, group.restart_count);
   attempt.duplicate_stdout_filters = spec.duplicate_stdout_filters;
   attempt.duplicate_stderr_filters = spec.duplicate_stderr_filters;
-  attempt.hang_timeout = spec.hang_timeout;
+  attempt.hang = spec.hang;
   attempt.timer_file = spec.timer_file;
   for (int local_rank = 0; local_rank < spec.local_world_size; ++local_rank) {
     attempt.workers.push_back(PlanWorker(spec, group, attempt.attempt_dir, local_rank));

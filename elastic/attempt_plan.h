@@ -28,7 +28,8 @@ struct WorkerSpec {
   bool virtual_local_rank = false;
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
-  std::chrono::milliseconds hang_timeout{0};  // --hang-timeout; 0: no hang detection
+  HangTimeouts hang;  // --hang-timeout and --hang-startup-timeout; off unless hang.On()
+  int max_no_progress_hangs = 3;  // --max-no-progress-hangs; 0: never stop for them
   std::string timer_file;  // TORCHELASTIC_ENABLE_FILE_TIMER=1: the timer FIFO; "": no timer
   std::vector<CpuBinding> cpu_binding;  // --numa-binding, by local rank; empty: none
 };
@@ -42,7 +43,7 @@ WorkerGroupEnv MakeGroupEnv(const WorkerSpec& spec, const rendezvous::Rendezvous
 std::string AttemptDir(const WorkerSpec& spec, int restart_count);
 
 // `group` carries ranks, master address and restart count of this attempt. Every worker's stderr
-// is watched; with spec.hang_timeout its stdout too, and it gets a pulse FIFO
+// is watched; with hang detection on its stdout too, and it gets a pulse FIFO
 // <attempt_dir>/<local_rank>/pulse; stacks go to <attempt_dir>/<local_rank>/stacks.log (no files
 // without an attempt dir). The environment is BuildWorkerEnv's plus AddDiagnosticsEnv's.
 AttemptLaunch PlanAttempt(const WorkerSpec& spec, const WorkerGroupEnv& group);

@@ -36,6 +36,8 @@ struct HangReport {
   std::string cause;   // one line: "no progress from local rank 1 for 10 s (...)"
   std::string scope;   // kTimerExpired: the scope_id
   int signal = 0;      // kTimerExpired: the signal the request asked for
+  bool startup = false;     // kNoProgress: the rank never showed progress (start-up timeout)
+  bool progressed = false;  // a rank of this node showed progress past start-up this attempt
 };
 
 struct ProcessFailure {
@@ -47,6 +49,10 @@ struct ProcessFailure {
   std::string error_file;  // path, or "<N/A>" when the worker wrote none
   std::string message;     // traceback, error message, or torchrun's fallback text
   bool hang = false;       // a hang or an expired file timer, not an exit of its own
+  // A hang found before any rank of its node made progress past start-up, and how many attempts
+  // in a row of the job ended so (this one included): --max-no-progress-hangs stops the job.
+  bool hang_before_progress = false;
+  int hangs_before_progress = 0;
 };
 
 // Builds the failure record, taking message and timestamp from the error file when present

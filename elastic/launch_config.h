@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/host_port.h"
+#include "elastic/hang_timeouts.h"
 
 namespace ddprun::store {
 class AuthKey;
@@ -107,8 +108,12 @@ struct LaunchConfig {
   std::vector<std::string> signals_to_handle = {"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"};
   std::chrono::seconds shutdown_timeout{30};
   bool virtual_local_rank = false;
-  // --hang_timeout (PET_HANG_TIMEOUT): a rank with no progress for this long is hung; 0: off.
-  std::chrono::milliseconds hang_timeout{0};
+  // --hang_timeout (SECONDS or auto), --hang_startup_timeout and the learning flags
+  // (PET_HANG_*): when a silent rank is hung (elastic/hang_timeouts.h); off by default.
+  HangTimeouts hang;
+  // --max_no_progress_hangs: attempts in a row that hang before any progress past start-up
+  // after which the job stops instead of restarting; 0: never.
+  int max_no_progress_hangs = 3;
 
   // What is run.
   RunMode run_mode = RunMode::kPython;

@@ -19,7 +19,9 @@ std::string EncodeNodeFailure(const NodeFailure& record) {
        std::chrono::duration_cast<std::chrono::milliseconds>(f.time.time_since_epoch()).count()},
       {"error_file", f.error_file},
       {"message", f.message},
-      {"hang", f.hang}};
+      {"hang", f.hang},
+      {"hang_before_progress", f.hang_before_progress},
+      {"hangs_before_progress", f.hangs_before_progress}};
   return json.dump();
 }
 
@@ -39,7 +41,9 @@ NodeFailure DecodeNodeFailure(const std::string& text) {
     f.time = SystemTime{std::chrono::milliseconds{json.at("time_ms").get<long long>()}};
     f.error_file = json.at("error_file").get<std::string>();
     f.message = json.at("message").get<std::string>();
-    f.hang = json.value("hang", false);  // absent in records of older agents
+    f.hang = json.value("hang", false);  // absent in records of older agents (these too:)
+    f.hang_before_progress = json.value("hang_before_progress", false);
+    f.hangs_before_progress = json.value("hangs_before_progress", 0);
     return record;
   } catch (const nlohmann::json::exception& error) {
     throw std::invalid_argument(std::string("bad node failure record: ") + error.what());

@@ -14,7 +14,8 @@ struct NodeFailure {
 };
 
 // JSON: node_rank, host, rank, local_rank, exitcode (null when signaled), signal (0 if none),
-// pid, time_ms (epoch milliseconds), error_file, message, hang.
+// pid, time_ms (epoch milliseconds), error_file, message, hang, hang_before_progress,
+// hangs_before_progress.
 std::string EncodeNodeFailure(const NodeFailure& record);
 // Throws std::invalid_argument on anything but a record EncodeNodeFailure wrote.
 NodeFailure DecodeNodeFailure(const std::string& text);

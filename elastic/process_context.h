@@ -3,6 +3,7 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <type_traits>
@@ -11,6 +12,7 @@
 
 #include "elastic/cpu_binding.h"
 #include "elastic/failure.h"
+#include "elastic/hang_timeouts.h"
 #include "elastic/worker_env.h"
 
 namespace ddprun::elastic {
@@ -47,12 +49,20 @@ struct AttemptLaunch {
   std::vector<WorkerLaunch> workers;
   std::vector<std::string> duplicate_stdout_filters;  // tee'd lines copied to filtered_stdout.log
   std::vector<std::string> duplicate_stderr_filters;
-  // Hang detection (--hang-timeout): a rank with no progress for this long is reported as
-  // hung; 0: off.
-  std::chrono::milliseconds hang_timeout{0};
+  // Hang detection (--hang-timeout, --hang-startup-timeout): when a silent rank is hung
+  // (elastic/progress_watch.h); off unless hang.On().
+  HangTimeouts hang;
+  // --hang-timeout=auto: the timeout learned by earlier attempts or other nodes; none yet.
+  std::optional<std::chrono::milliseconds> learned_hang_timeout;
   // torchelastic's file timer (TORCHELASTIC_ENABLE_FILE_TIMER=1): the FIFO to create and serve
   // for this attempt, removed when the group stops; "": none.
   std::string timer_file;
+};
+
+// --hang-timeout=auto: the timeout was learned or raised, and the interval it comes from.
+struct LearnedHangTimeout {
+  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds longest_interval{0};
 };
 
 // What the ProcessContext reports besides exits.
@@ -66,6 +76,8 @@ struct WorkerEvents {
   std::function<void(const WorkerExit&)> on_exit;  // once per worker
   // A rank hung or its file timer expired (at most once per attempt; none once stopping).
   std::function<void(const HangReport&)> on_hang;
+  // --hang-timeout=auto: the learned timeout was set or raised (at most once per change).
+  std::function<void(const LearnedHangTimeout&)> on_hang_timeout_learned;
   // A worker still alive a bounded time after SIGKILL (state D): one line naming it and its
   // state; the stop completes without it.
   std::function<void(const std::string&)> on_unkillable;

@@ -162,9 +162,24 @@ void PrintPreset(std::ostream& out, const LaunchConfig& config) {
   }
 }
 
-std::string HangTimeoutText(const LaunchConfig& config) {
-  if (config.hang_timeout.count() == 0) return "off";
-  return DurationText(config.hang_timeout) + " without progress";
+// Both timeouts, whether the first is learned, and when the job stops for hangs before progress.
+void PrintHangDetection(std::ostream& out, const elastic::WorkerSpec& spec) {
+  if (!spec.hang.On()) {
+    Field(out, "hang_timeout", "off");
+  } else {
+    const std::string hang = elastic::DescribeHangTimeout(spec.hang);
+    Field(out, "hang_timeout", spec.hang.learn ? "learned: " + hang
+                                               : hang + " between signs of progress (fixed)");
+    Field(out, "hang_startup_timeout",
+          DurationText(spec.hang.startup) + " before a rank's first sign of progress");
+  }
+  if (spec.hang.On() || !spec.timer_file.empty()) {
+    Field(out, "max_no_progress_hangs",
+          spec.max_no_progress_hangs == 0
+              ? std::string("0 (restarts after hangs before progress until none is left)")
+              : std::to_string(spec.max_no_progress_hangs) +
+                    " hangs in a row before progress past start-up stop the job");
+  }
 }
 
 std::string NumaBindingText(const std::string& mode, const elastic::WorkerSpec& spec) {
@@ -187,7 +202,7 @@ void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan
   const std::string master = MasterAddrShown(plan);
   Field(out, "master", at_rendezvous ? master : master + ":" + MasterPortShown(plan));
   Field(out, "max_restarts", std::to_string(config.max_restarts));
-  Field(out, "hang_timeout", HangTimeoutText(config));
+  PrintHangDetection(out, spec);
   if (!spec.timer_file.empty()) Field(out, "file_timer", spec.timer_file);
   if (config.numa_binding) Field(out, "numa_binding", NumaBindingText(*config.numa_binding, spec));
   if (config.health_port) {

@@ -168,7 +168,8 @@ elastic::WorkerSpec MakeWorkerSpec(const LaunchConfig& config, const elastic::En
   spec.virtual_local_rank = config.virtual_local_rank;
   spec.duplicate_stdout_filters = config.duplicate_stdout_filters;
   spec.duplicate_stderr_filters = config.duplicate_stderr_filters;
-  spec.hang_timeout = config.hang_timeout;
+  spec.hang = config.hang;
+  spec.max_no_progress_hangs = config.max_no_progress_hangs;
   spec.timer_file = FileTimerPath(env);
   spec.cpu_binding = std::move(cpu_binding);
   return spec;

@@ -72,6 +72,8 @@ struct RendezvousKeys {
   std::string Hint() const { return Prefix() + "round"; }
   std::string Closed() const { return Prefix() + "closed"; }
   std::string MovedStore() const { return Prefix() + "store"; }
+  // The prefix of the agents' keys that outlive rounds (RendezvousInfo::job_store).
+  std::string Job() const { return Prefix() + "job"; }
   std::string Round(int round, const std::string& name) const {
     return Prefix() + "r" + std::to_string(round) + "/" + name;
   }

@@ -276,8 +276,10 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
     master = ParseHostPort(store_->GetString(master_key), "the round's worker store");
   }
   round_store_ = std::make_shared<store::PrefixStore>(keys_.Round(formed.round, "agent"), store_);
+  job_store_ = std::make_shared<store::PrefixStore>(keys_.Job(), store_);
   RendezvousInfo info;
   info.store = round_store_.get();
+  info.job_store = job_store_.get();
   info.group_rank = formed.group_rank;
   info.group_world_size = formed.group_world_size;
   info.round = formed.round;

@@ -105,6 +105,7 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   int epoch_ = 0;
   std::unique_ptr<DynamicRendezvous> rendezvous_;
   std::shared_ptr<store::Store> round_store_;  // the round's agent keys
+  std::shared_ptr<store::Store> job_store_;    // the job's keys that outlive rounds
   std::optional<FailoverBasis> basis_;  // the current round's successor candidates
   std::optional<StoreAt> moved_;  // found by the join's give_up_alone (runner thread only)
   std::optional<std::chrono::steady_clock::time_point> outage_since_;  // replicated store

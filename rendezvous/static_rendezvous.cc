@@ -52,6 +52,9 @@ RendezvousInfo StaticRendezvous::Join() {
   if (!store_) ConnectUntil(start, deadline);
   const int round = round_++;
   round_store_ = std::make_shared<store::PrefixStore>(RoundPrefix(options_.run_id, round), store_);
+  if (!job_store_) {
+    job_store_ = std::make_shared<store::PrefixStore>("ddprun/" + options_.run_id + "/job", store_);
+  }
   const bool own_store = static_cast<bool>(options_.pick_worker_port);
   if (own_store && options_.node_rank == 0) {  // before joining: it is there once all joined
     round_store_->SetString(kWorkerPortKey, std::to_string(options_.pick_worker_port()));
@@ -60,6 +63,7 @@ RendezvousInfo StaticRendezvous::Join() {
   WaitForAll(*round_store_, start, deadline);
   RendezvousInfo info;
   info.store = round_store_.get();
+  info.job_store = job_store_.get();
   info.group_rank = options_.node_rank;
   info.group_world_size = options_.num_nodes;
   info.round = round;

@@ -78,6 +78,7 @@ class StaticRendezvous : public RendezvousHandler {
   StoreConnector connect_;
   std::shared_ptr<store::Store> store_;
   std::shared_ptr<store::Store> round_store_;
+  std::shared_ptr<store::Store> job_store_;  // the job's keys that outlive rounds
   int round_ = 0;
   std::atomic<bool> closed_{false};
   std::mutex store_mutex_;  // store_ for Shutdown() on another thread

@@ -243,9 +243,14 @@ void LocalProcessContext::Start(const elastic::AttemptLaunch& attempt,
   PrepareAttemptDir(attempt);
   // The FIFOs exist before any worker runs: a pulse or a timer request written to a missing
   // path would create a plain file nobody reads.
-  watchdog_ = std::make_unique<WorkerWatchdog>(io_, attempt, [this](const elastic::HangReport& r) {
-    if (!stopping_ && events_.on_hang) events_.on_hang(r);
-  });
+  watchdog_ = std::make_unique<WorkerWatchdog>(
+      io_, attempt,
+      [this](const elastic::HangReport& r) {
+        if (!stopping_ && events_.on_hang) events_.on_hang(r);
+      },
+      [this](const elastic::LearnedHangTimeout& learned) {
+        if (events_.on_hang_timeout_learned) events_.on_hang_timeout_learned(learned);
+      });
   for (const auto& launch : attempt.workers) StartWorker(launch);
   std::vector<pid_t> pids;
   for (const auto& worker : workers_) pids.push_back(worker->alive ? worker->pid : -1);

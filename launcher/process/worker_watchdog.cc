@@ -49,13 +49,19 @@ struct WorkerWatchdog::Fifo {
 };
 
 WorkerWatchdog::WorkerWatchdog(asio::io_context& io, const elastic::AttemptLaunch& attempt,
-                               HangCallback on_hang)
-    : io_(io), on_hang_(std::move(on_hang)), deadline_(io) {
-  if (attempt.hang_timeout > milliseconds{0}) progress_.emplace(attempt.hang_timeout);
+                               HangCallback on_hang, LearnedCallback on_learned)
+    : io_(io),
+      on_hang_(std::move(on_hang)),
+      on_learned_(std::move(on_learned)),
+      progress_(attempt.hang, attempt.learned_hang_timeout),
+      hang_on_(attempt.hang.On()),
+      reported_learned_(attempt.hang.learn ? attempt.learned_hang_timeout : std::nullopt),
+      deadline_(io) {
   for (const auto& worker : attempt.workers) {
-    if (worker.pulse_file.empty() || !progress_) continue;
+    if (worker.pulse_file.empty() || !hang_on_) continue;
     const int rank = worker.local_rank;
-    OpenFifo(worker.pulse_file, nullptr, [this, rank] { Progress(rank); });
+    OpenFifo(worker.pulse_file, nullptr,
+             [this, rank] { Progress(rank, elastic::ProgressKind::kPulse); });
   }
   if (!attempt.timer_file.empty()) {
     timer_on_ = true;
@@ -84,22 +90,37 @@ void WorkerWatchdog::OpenFifo(const std::string& path,
 void WorkerWatchdog::Arm(const std::vector<pid_t>& pids) {
   pids_ = pids;
   armed_ = true;
-  if (progress_) {
-    progress_->Start(static_cast<int>(pids.size()), steady_clock::now());
-    for (std::size_t rank = 0; rank < pids.size(); ++rank) {
-      if (pids[rank] <= 0) progress_->Forget(static_cast<int>(rank));
-    }
+  progress_.Start(static_cast<int>(pids.size()), steady_clock::now());
+  for (std::size_t rank = 0; rank < pids.size(); ++rank) {
+    if (pids[rank] <= 0) progress_.Forget(static_cast<int>(rank));
   }
   Schedule();
 }
 
-void WorkerWatchdog::Progress(int local_rank) {
+void WorkerWatchdog::Progress(int local_rank, elastic::ProgressKind kind) {
   last_activity_ = steady_clock::now();
-  if (progress_ && armed_) progress_->Note(local_rank, *last_activity_);
+  if (!armed_) return;
+  const auto before = progress_.NextDeadline();
+  progress_.Note(local_rank, *last_activity_, kind);
+  if (progress_.HangTimeout() != reported_learned_ && progress_.Timeouts().learn) {
+    ReportLearned();
+  } else if (const auto after = progress_.NextDeadline(); after && before && *after < *before) {
+    if (!quiet_) Schedule();  // a first sign of progress: the hang timeout is shorter
+  }
+}
+
+// The learned timeout moves the deadlines: tell the agent, and re-arm the timer.
+void WorkerWatchdog::ReportLearned() {
+  reported_learned_ = progress_.HangTimeout();
+  elastic::LearnedHangTimeout learned{*reported_learned_, progress_.LongestInterval()};
+  asio::post(io_, [callback = on_learned_, learned, alive = alive_] {
+    if (*alive && callback) callback(learned);
+  });
+  if (!quiet_) Schedule();
 }
 
 void WorkerWatchdog::Exited(int local_rank) {
-  if (progress_) progress_->Forget(local_rank);
+  progress_.Forget(local_rank);
   if (local_rank >= 0 && local_rank < static_cast<int>(pids_.size())) {
     timers_.ForgetPid(pids_[local_rank]);
   }
@@ -136,7 +157,7 @@ void WorkerWatchdog::OnTimerLine(std::string_view line) {
     return;
   }
   const auto rank = RankOfPid(request->pid);
-  if (rank) Progress(*rank);
+  if (rank) Progress(*rank, elastic::ProgressKind::kTimerRequest);
   if (request->expiration_time >= 0) {
     armed_at_[{request->pid, request->scope_id}] = EpochSeconds(system_clock::now());
   }
@@ -148,7 +169,7 @@ void WorkerWatchdog::OnTimerLine(std::string_view line) {
 void WorkerWatchdog::Schedule() {
   if (quiet_) return;
   std::optional<steady_clock::time_point> next;
-  if (progress_) next = progress_->NextDeadline();
+  if (hang_on_) next = progress_.NextDeadline();
   if (const auto expiry = timers_.NextExpiration()) {
     const double wait_s = std::max(0.0, *expiry - EpochSeconds(system_clock::now()));
     const auto at = steady_clock::now() + milliseconds(static_cast<long long>(std::ceil(wait_s * 1000)));
@@ -192,15 +213,17 @@ void WorkerWatchdog::OnDeadline() {
     Report(std::move(report));
     return;
   }
-  if (progress_) {
-    if (const auto silence = progress_->Hung(steady_clock::now())) {
+  if (hang_on_) {
+    const auto now = steady_clock::now();
+    if (const auto silence = progress_.Hung(now)) {
       elastic::HangReport report;
       report.kind = elastic::HangReport::Kind::kNoProgress;
       report.local_rank = silence->local_rank;
       report.pid = pids_.at(silence->local_rank);
-      report.cause = "no progress for " + DurationText(silence->length, 1) +
-                     " (no output, no pulse, no file timer request; the hang timeout is " +
-                     DurationText(progress_->Timeout()) + ")";
+      report.startup = silence->startup;
+      const auto last_wall = system_clock::now() -
+                             std::chrono::duration_cast<system_clock::duration>(now - silence->since);
+      report.cause = progress_.Cause(*silence, last_wall);
       Report(std::move(report));
       return;
     }
@@ -210,6 +233,7 @@ void WorkerWatchdog::OnDeadline() {
 
 void WorkerWatchdog::Report(elastic::HangReport report) {
   quiet_ = true;
+  report.progressed = progress_.ProgressedPastStartup();
   report.time = system_clock::now();
   asio::post(io_, [callback = on_hang_, report = std::move(report), alive = alive_] {
     if (*alive && callback) callback(report);

@@ -27,11 +27,13 @@ namespace ddprun::launcher::process {
 class WorkerWatchdog {
  public:
   using HangCallback = std::function<void(const elastic::HangReport&)>;
+  using LearnedCallback = std::function<void(const elastic::LearnedHangTimeout&)>;
 
   // Creates the FIFOs the attempt names (throws SystemError naming the path and the fix).
-  // Nothing is watched until Arm().
+  // Nothing is watched until Arm(). `on_learned` hears of each learned or raised timeout
+  // (--hang-timeout=auto), posted to the loop.
   WorkerWatchdog(asio::io_context& io, const elastic::AttemptLaunch& attempt,
-                 HangCallback on_hang);
+                 HangCallback on_hang, LearnedCallback on_learned = nullptr);
   // Closes and removes the FIFOs.
   ~WorkerWatchdog();
   WorkerWatchdog(const WorkerWatchdog&) = delete;
@@ -40,8 +42,8 @@ class WorkerWatchdog {
   // The workers started (pid per local rank; <= 0 for one that could not start): every rank
   // counts as progressing from now.
   void Arm(const std::vector<pid_t>& pids);
-  // Output of a worker (any bytes on a watched stream).
-  void Progress(int local_rank);
+  // Progress of a worker: any bytes on a watched stream, a pulse, a file timer request.
+  void Progress(int local_rank, elastic::ProgressKind kind = elastic::ProgressKind::kOutput);
   // When a worker last showed progress here (a pulse, a timer request, output); none yet.
   std::optional<std::chrono::steady_clock::time_point> LastActivity() const { return last_activity_; }
   void Exited(int local_rank);
@@ -57,10 +59,15 @@ class WorkerWatchdog {
   void Schedule();
   void OnDeadline();
   void Report(elastic::HangReport report);
+  void ReportLearned();
 
   asio::io_context& io_;
   HangCallback on_hang_;
-  std::optional<elastic::ProgressWatch> progress_;  // none: --hang-timeout off
+  LearnedCallback on_learned_;
+  // Every rank's progress; hangs are reported from it only with hang detection on (hang_on_).
+  elastic::ProgressWatch progress_;
+  bool hang_on_ = false;
+  std::optional<std::chrono::milliseconds> reported_learned_;
   bool timer_on_ = false;
   elastic::FileTimerTable timers_;
   std::map<std::pair<pid_t, std::string>, double> armed_at_;  // epoch s of each scope's request

@@ -32,7 +32,14 @@ std::optional<int> IntField(const nlohmann::json& fields, const char* name) {
   return found->get<int>();
 }
 
-nlohmann::json OrNull(const std::optional<int>& value) {
+std::optional<double> DoubleField(const nlohmann::json& fields, const char* name) {
+  const auto found = fields.find(name);
+  if (found == fields.end() || !found->is_number()) return std::nullopt;
+  return found->get<double>();
+}
+
+template <typename T>
+nlohmann::json OrNull(const std::optional<T>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
@@ -61,6 +68,8 @@ struct AgentTelemetry::Series {
                             "Local workers that exited with a failure while the group was healthy")),
         hangs(Add(BuildCounter(), r, "ddprun_hangs_total",
                   "Hangs this agent found (--hang_timeout, file timer)")),
+        hang_timeout(Add(BuildGauge(), r, "ddprun_hang_timeout_seconds",
+                         "The hang timeout in force, fixed or learned (0: off, or being learned)")),
         workers_running(Add(BuildGauge(), r, "ddprun_workers_running",
                             "Local worker processes started and not yet exited")),
         round(Add(BuildGauge(), r, "ddprun_round", "The current rendezvous round (-1: none yet)")),
@@ -84,6 +93,7 @@ struct AgentTelemetry::Series {
   Counter& node_losses;
   Counter& worker_failures;
   Counter& hangs;
+  Gauge& hang_timeout;
   Gauge& workers_running;
   Gauge& round;
   Gauge& world_size;
@@ -130,6 +140,13 @@ void AgentTelemetry::Apply(const std::string& event, const nlohmann::json& field
     state_.state = "healthy";
     state_.workers_running = static_cast<int>(fields.value("ranks", nlohmann::json::array()).size());
     state_.last_progress = clock_.Now();
+    if (fields.contains("hang_startup_timeout_s")) {
+      state_.hang_timeout_s = DoubleField(fields, "hang_timeout_s");
+      state_.hang_timeout_learned = fields.value("hang_timeout_learned", false);
+      state_.hang_startup_timeout_s = DoubleField(fields, "hang_startup_timeout_s");
+    }
+  } else if (event == "hang_timeout_learned") {
+    state_.hang_timeout_s = DoubleField(fields, "timeout_s");
   } else if (event == "worker_exited") {
     state_.workers_running = std::max(0, state_.workers_running - 1);
     state_.last_progress = clock_.Now();
@@ -165,6 +182,7 @@ void AgentTelemetry::RefreshGauges() {
   series_->world_size.Set(state_.world_size.value_or(0));
   series_->budget.Set(std::max(0, state_.max_restarts - state_.restart_count));
   series_->healthy.Set(Healthy() ? 1 : 0);
+  series_->hang_timeout.Set(state_.hang_timeout_s.value_or(0.0));
 }
 
 // The later of the last worker event and the last activity the process side saw.
@@ -185,7 +203,10 @@ nlohmann::json AgentTelemetry::HealthJson() {
                       {"restart_count", state_.restart_count},
                       {"max_restarts", state_.max_restarts},
                       {"last_progress_age_s", nullptr},
-                      {"uptime_s", Seconds(now - started_)}};
+                      {"uptime_s", Seconds(now - started_)},
+                      {"hang_timeout_s", OrNull(state_.hang_timeout_s)},
+                      {"hang_timeout_learned", state_.hang_timeout_learned},
+                      {"hang_startup_timeout_s", OrNull(state_.hang_startup_timeout_s)}};
   if (const auto last = LastProgress()) body["last_progress_age_s"] = Seconds(now - *last);
   if (!Healthy()) body["reason"] = state_.reason;
   return body;

@@ -40,6 +40,11 @@ struct HealthState {
   // The last worker event (started, exited); the ActivityReader adds output and pulses.
   std::optional<Clock::TimePoint> last_progress;
   std::string reason;                             // why unhealthy; "" when healthy
+  // Hang detection: the timeout between signs of progress now in force (none: off, or still
+  // being learned), whether it is learned (--hang-timeout=auto), the start-up timeout.
+  std::optional<double> hang_timeout_s;
+  bool hang_timeout_learned = false;
+  std::optional<double> hang_startup_timeout_s;
 };
 
 class AgentTelemetry : public elastic::EventSink {
@@ -56,7 +61,9 @@ class AgentTelemetry : public elastic::EventSink {
   const HealthState& State() const { return state_; }
   bool Healthy() const { return state_.reason.empty(); }
   // /healthz's body: {state, round, world_size, group_rank, restart_count, max_restarts,
-  // last_progress_age_s, uptime_s} (+ reason when unhealthy); nulls before the first round.
+  // last_progress_age_s, uptime_s, hang_timeout_s, hang_timeout_learned,
+  // hang_startup_timeout_s} (+ reason when unhealthy); nulls before the first round (and the
+  // hang timeouts while hang detection is off, the first while it is being learned).
   nlohmann::json HealthJson();
   // /metrics's body: the Prometheus text exposition format (version 0.0.4).
   std::string MetricsText();

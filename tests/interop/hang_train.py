@@ -19,11 +19,15 @@ Modes:
                                without the pulses)
   --file-timer AFTER           each step runs inside timer.expires(after=AFTER, scope="train_step")
                                with torchelastic's FileTimerClient($TORCHELASTIC_TIMER_FILE)
+  --sleep-first SECONDS        sleep before `import torch` and the first line, every attempt (a
+                               slow import or dataset load); records "first_sleep"
+  --first-sleep-attempts N     only in the first N attempts (default: every attempt)
 
-While torch is imported and the process group forms (seconds on a loaded machine), a thread
-pulses $DDPRUN_PULSE_FILE (when set) so that a small --hang-timeout does not see start-up as a
-hang. $HANG_NODE, when set, is copied into every record ("node"). Paths: --ckpt-dir /
-$HANG_CKPT_DIR and --step-log / $HANG_STEP_LOG (default: the cwd).
+Nothing is written to stdout, stderr or $DDPRUN_PULSE_FILE before the first step's line: while
+torch is imported and the process group forms (seconds on a loaded machine, minutes on a cold
+cache) ddprun's start-up timeout applies, not --hang-timeout. $HANG_NODE, when set, is copied
+into every record ("node"). Paths: --ckpt-dir / $HANG_CKPT_DIR and --step-log / $HANG_STEP_LOG
+(default: the cwd).
 """
 import argparse
 import errno
@@ -51,6 +55,8 @@ def parse_args():
     p.add_argument("--no-pulse", action="store_true",
                    help="--silent-pulse without the pulses (a silent rank that is stuck)")
     p.add_argument("--file-timer", type=float, default=0.0)
+    p.add_argument("--sleep-first", type=float, default=0.0)
+    p.add_argument("--first-sleep-attempts", type=int, default=-1)
     p.add_argument("--ckpt-dir", default=os.environ.get("HANG_CKPT_DIR", "."))
     p.add_argument("--step-log", default=os.environ.get("HANG_STEP_LOG", "hang_steps.jsonl"))
     return p.parse_args()
@@ -91,16 +97,9 @@ def pulse():
 
 
 log("start", argv=sys.argv[1:])
-
-_startup_done = threading.Event()
-
-
-def _startup_pulses():
-    while not _startup_done.wait(PULSE_PERIOD):
-        pulse()
-
-
-threading.Thread(target=_startup_pulses, daemon=True).start()
+if ARGS.sleep_first > 0 and (ARGS.first_sleep_attempts < 0 or ATTEMPT < ARGS.first_sleep_attempts):
+    log("first_sleep", seconds=ARGS.sleep_first)
+    time.sleep(ARGS.sleep_first)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -168,7 +167,6 @@ def train_step(step):
     total = total + t
 
 
-_startup_done.set()
 for step in range(start_step, ARGS.steps):
     if timer is not None:
         with timer.expires(after=ARGS.file_timer, scope="train_step"):

@@ -9,7 +9,11 @@ torch 2.x (the venv of scripts/setup-torch2-venv.sh, given to ddprun with --pyth
 (c) torchelastic's file timer (TORCHELASTIC_ENABLE_FILE_TIMER=1, FileTimerClient): an expired
     scope restarts the group and the failure names the scope; released scopes never fire;
 (d) a rank that prints nothing for 3x the timeout but pulses $DDPRUN_PULSE_FILE is left alone;
-(e) ranks that print while stuck in all_reduce do not hide the silent rank that hangs.
+(e) ranks that print while stuck in all_reduce do not hide the silent rank that hangs;
+(f) start-up has its own timeout (issue 37): a worker 8 s in start-up is left alone under
+    --hang-timeout=2, and caught and named as a start-up hang under --hang-startup-timeout=4;
+(g) --hang-timeout=auto learns the timeout from 0.5 s steps, catches a rank that sleeps 30 s well
+    before 30 s, and the restarted attempt starts with the learned value.
 
 The workload is hang_train.py; every check reads its step log (JSON lines with wall-clock
 times). Exit 77 (skipped) without torch.
@@ -315,6 +319,78 @@ class HangChecks:
         detected = min(os.path.getmtime(p) for p in stacks)
         self.assertLessEqual(detected - hang_start, HANG_TIMEOUT + DETECTION_SLACK,
                              result.describe())
+
+
+    # -- (f) -----------------------------------------------------------------------------------
+
+    def first_step(self, records, attempt):
+        return min(r["time"] for r in self.select(records, event="step", attempt=attempt))
+
+    def test_a_slow_start_is_not_a_hang(self):
+        result = self.launch("--hang-timeout=2", "--max_restarts=1",
+                             script=("--steps", 3, "--sleep-first", 8))
+        self.assertExit(result, 0)
+        records = self.records()
+        info = result.describe() + "\n" + "\n".join(json.dumps(r) for r in records)
+        self.assertEqual({r["attempt"] for r in records}, {0}, "restarted\n" + info)
+        self.assertEqual(len(self.select(records, event="first_sleep")), 2, info)
+        self.assertEqual(len(self.select(records, event="done")), 2, info)
+        self.assertNotIn("no progress", result.stderr, info)
+        self.assertNotIn("hang:", result.stderr, info)
+
+    def test_a_start_past_the_startup_timeout_is_named_a_startup_hang(self):
+        log_dir = self.path("logs")
+        result = self.launch("--hang-timeout=2", "--hang-startup-timeout=4", "--max_restarts=1",
+                             log_dir=log_dir, script=("--steps", 3, "--sleep-first", 8,
+                                                      "--first-sleep-attempts", 1))
+        self.assertExit(result, 0)  # attempt 1 starts at once and finishes
+        records = self.records()
+        info = result.describe() + "\n" + "\n".join(json.dumps(r) for r in records)
+        self.assertRegex(result.stderr, r"hang: rank \d \(local rank \d, pid \d+\): no first "
+                         r"progress within the start-up timeout of 4 s", info)
+        self.assertFalse(self.select(records, event="step", attempt=0), info)
+        self.assertEqual(len(self.select(records, event="done", attempt=1)), 2, info)
+        # Caught when the start-up timeout ran out: after 4 s, well before the 8 s sleep ended.
+        slept = min(r["time"] for r in self.select(records, event="first_sleep", attempt=0))
+        stacks = self.stacks_logs(log_dir)
+        self.assertTrue(stacks, info)
+        detected = min(os.path.getmtime(p) for p in stacks)
+        self.assertGreaterEqual(detected - slept, 4 - 0.5, info)
+        self.assertLess(detected - slept, 8, info)
+
+    # -- (g) -----------------------------------------------------------------------------------
+
+    def test_auto_learns_the_timeout_and_keeps_it_for_the_restart(self):
+        events = self.path("events.jsonl")
+        log_dir = self.path("logs")
+        result = self.launch("--hang-timeout=auto", "--hang-timeout-warmup=8",
+                             "--hang-timeout-floor=5", "--max_restarts=1", "--event-log", events,
+                             log_dir=log_dir,
+                             script=("--steps", 24, "--step-time", 0.5, "--hang-rank", 1,
+                                     "--hang-step", 16, "--hang-seconds", 30))
+        self.assertExit(result, 0)
+        records = self.records()
+        with open(events) as f:
+            log = [json.loads(line) for line in f if line.strip()]
+        info = result.describe() + "\n" + "\n".join(json.dumps(e) for e in log)
+        learned = [e for e in log if e["event"] == "hang_timeout_learned"]
+        self.assertTrue(learned, info)
+        self.assertEqual(result.stderr.count("hang timeout learned:"), 1, info)  # logged once
+        timeout = max(e["timeout_s"] for e in learned)
+        self.assertGreaterEqual(timeout, 5.0, info)  # the floor
+        self.assertLess(timeout, 20.0, info)
+        hang_start = self.select(records, event="hang_start", rank=1, attempt=0)[0]["time"]
+        stacks = self.stacks_logs(log_dir)
+        self.assertTrue(stacks, info)
+        detected = min(os.path.getmtime(p) for p in stacks)
+        self.assertLess(detected - hang_start, timeout + DETECTION_SLACK, info)
+        self.assertLess(detected - hang_start, 30 / 2, info)  # well before the 30 s sleep ends
+        self.assertIn("learned: 5 x", result.stderr, info)
+        started = [e for e in log if e["event"] == "workers_started"]
+        self.assertEqual(len(started), 2, info)
+        self.assertIsNone(started[0]["hang_timeout_s"], info)  # attempt 0: being learned
+        self.assertEqual(started[1]["hang_timeout_s"], timeout, info)  # attempt 1: kept
+        self.assertResumed(records, result, hang_step=16, steps=24)
 
 
 class Torch1HangTest(HangChecks, lib.DdprunTestCase):

@@ -14,12 +14,11 @@
 #include "cli/cli_internal.h"
 #include "launcher/dry_run.h"
 #include "launcher/backend/elastic_backend.h"
-#include "tests/unit/cli/one_line_usage_error.h"
+#include "tests/unit/cli/cli_test_util.h"
 
 namespace {
 
 using ddprun::UsageError;
-using ddprun::cli::testing::OneLineUsageError;
 using ddprun::elastic::LaunchConfig;
 using ddprun::elastic::RunMode;
 using ddprun::cli::CliResult;
@@ -28,76 +27,9 @@ using ddprun::cli::GpuCount;
 using ddprun::cli::GpuCounter;
 using ddprun::cli::ParseCommandLine;
 using ddprun::cli::Personality;
-using Args = std::vector<std::string>;
-using Env = std::map<std::string, std::string>;
 namespace fs = std::filesystem;
 namespace cli = ddprun::cli;
-
-// A directory with train.py, an executable "trainer", an executable "tool.py" and a plain file.
-class Scripts {
- public:
-  Scripts() {
-    std::string pattern = (fs::temp_directory_path() / "ddprun_cli_test_XXXXXX").string();
-    dir_ = ::mkdtemp(pattern.data());
-    Write("train.py", 0644);
-    Write("trainer", 0755);
-    Write("tool.py", 0755);
-    Write("data", 0644);
-  }
-  ~Scripts() { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string Dir() const { return dir_.string(); }
-
- private:
-  void Write(const std::string& name, mode_t mode) const {
-    std::ofstream(dir_ / name) << "#!/bin/sh\n";
-    ::chmod(Path(name).c_str(), mode);
-  }
-  fs::path dir_;
-};
-
-const Scripts& Files() {
-  static const Scripts scripts;
-  return scripts;
-}
-
-std::string Train() { return Files().Path("train.py"); }
-
-EnvLookup FakeEnv(Env vars) {
-  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    return it == vars.end() ? std::nullopt : std::optional(it->second);
-  };
-}
-
-GpuCounter Gpus(int count) {
-  return [count] { return GpuCount{count, count > 0 ? "" : "no driver in tests"}; };
-}
-
-CliResult Parse(const Args& args, const Env& env = {}, int gpus = 0) {
-  return ParseCommandLine(args, FakeEnv(env), Gpus(gpus));
-}
-
-LaunchConfig Config(const Args& args, const Env& env = {}, int gpus = 0) {
-  const CliResult result = Parse(args, env, gpus);
-  REQUIRE(result.action == CliResult::Action::kRun);
-  return result.config;
-}
-
-// Options then the training script.
-LaunchConfig ConfigWith(Args options, const Env& env = {}) {
-  options.push_back(Train());
-  return Config(options, env);
-}
-
-std::string ErrorOf(const Args& args, const Env& env = {}) {
-  return OneLineUsageError([&] { Parse(args, env); });
-}
-
-std::string ErrorWith(Args options, const Env& env = {}) {
-  options.push_back(Train());
-  return ErrorOf(options, env);
-}
+using namespace ddprun::cli::testing;
 
 // A valid value for every option, for the spelling tests.
 const std::map<std::string, std::string> kSamples = {
@@ -132,6 +64,11 @@ const std::map<std::string, std::string> kSamples = {
     {"event_log", "/tmp/ddprun_cli_test_events.jsonl"},
     {"pass_local_rank", "local_rank"},
     {"hang_timeout", "0.5"},
+    {"hang_startup_timeout", "5"},
+    {"hang_timeout_factor", "4"},
+    {"hang_timeout_warmup", "10"},
+    {"hang_timeout_floor", "2"},
+    {"max_no_progress_hangs", "2"},
     {"health_port", "0"},
     {"health_addr", "127.0.0.1"},
 };
@@ -147,6 +84,20 @@ LaunchConfig LegacyConfig(const Args& args, const Env& env = {}) {
 std::string LegacyError(const Args& args) {
   return OneLineUsageError(
       [&] { ParseCommandLine(args, FakeEnv({}), Gpus(0), Personality::kLegacyLaunch); });
+}
+
+// What an option's sample needs beside it: those that apply only with hang detection on.
+const std::map<std::string, Args> kNeeds = {
+    {"hang_startup_timeout", {"--hang-timeout=5"}},
+    {"hang_timeout_factor", {"--hang-timeout=auto"}},
+    {"hang_timeout_warmup", {"--hang-timeout=auto"}},
+    {"hang_timeout_floor", {"--hang-timeout=auto"}},
+};
+
+Args WithNeeds(const std::string& dest, Args args) {
+  const auto needs = kNeeds.find(dest);
+  if (needs != kNeeds.end()) args.insert(args.begin(), needs->second.begin(), needs->second.end());
+  return args;
 }
 
 // Each worker's command line (by local rank) as --dry_run shows it.
@@ -199,8 +150,8 @@ TEST_CASE("every option accepts every spelling", "[cli]") {
       } else if (spec.metavar == nullptr) {
         CHECK_NOTHROW(ConfigWith({name}));
       } else {
-        CHECK_NOTHROW(ConfigWith({name, kSamples.at(dest)}));
-        CHECK_NOTHROW(ConfigWith({name + "=" + kSamples.at(dest)}));
+        CHECK_NOTHROW(ConfigWith(WithNeeds(dest, {name, kSamples.at(dest)})));
+        CHECK_NOTHROW(ConfigWith(WithNeeds(dest, {name + "=" + kSamples.at(dest)})));
       }
     }
   }
@@ -824,23 +775,6 @@ TEST_CASE("option --event_log, else $DDPRUN_EVENT_LOG", "[cli]") {
   CHECK_THAT(ErrorWith({"--event_log="}), Catch::StartsWith("--event_log=: must name a file"));
 }
 
-TEST_CASE("option --hang_timeout: seconds >= 0, fractions allowed, 0 off", "[cli][hang]") {
-  using std::chrono::milliseconds;
-  CHECK(ConfigWith({}).hang_timeout == milliseconds(0));
-  CHECK(ConfigWith({"--hang-timeout", "300"}).hang_timeout == milliseconds(300'000));
-  CHECK(ConfigWith({"--hang_timeout=0.5"}).hang_timeout == milliseconds(500));
-  CHECK(ConfigWith({"--hang-timeout=1.0015"}).hang_timeout == milliseconds(1002));
-  CHECK(ConfigWith({"--hang-timeout=0"}).hang_timeout == milliseconds(0));
-  CHECK(ConfigWith({"--hang-timeout=0.0001"}).hang_timeout == milliseconds(1));  // never "off"
-  CHECK(ConfigWith({"--hang-timeout= 2 "}).hang_timeout == milliseconds(2000));
-  for (const std::string bad : {"-1", "abc", "", "1s", "inf", "nan", "2e9"}) {
-    INFO(bad);
-    CHECK_THAT(ErrorWith({"--hang-timeout=" + bad}),
-               Catch::StartsWith("--hang_timeout=" + bad + ": must be a number of seconds") &&
-                   Catch::Contains("0 turns hang detection off"));
-  }
-}
-
 TEST_CASE("option --health_port: a port, 0 ephemeral, off by default, loopback", "[cli][health]") {
   CHECK_FALSE(ConfigWith({}).health_port);
   CHECK(ConfigWith({}).health_addr == "127.0.0.1");
@@ -865,40 +799,6 @@ TEST_CASE("option --health_port defaults to PET_HEALTH_PORT, then TORCHELASTIC_H
   CHECK(Config({"--health_port=3", Train()}, torch).health_port == 3);
   CHECK_THAT(ErrorOf({Train()}, {{"TORCHELASTIC_HEALTH_CHECK_PORT", "x"}}),
              Catch::StartsWith("TORCHELASTIC_HEALTH_CHECK_PORT=x: must be a port"));
-}
-
-TEST_CASE("option --hang_timeout defaults to PET_HANG_TIMEOUT, the flag wins", "[cli][hang]") {
-  using std::chrono::milliseconds;
-  const Env env = {{"PET_HANG_TIMEOUT", "60"}};
-  CHECK(Config({Train()}, env).hang_timeout == milliseconds(60'000));
-  CHECK(Config({Train()}, env).GivenAs("hang_timeout") == "PET_HANG_TIMEOUT");
-  CHECK(Config({"--hang-timeout=0", Train()}, env).hang_timeout == milliseconds(0));
-  CHECK_THAT(ErrorOf({Train()}, {{"PET_HANG_TIMEOUT", "soon"}}),
-             Catch::StartsWith("PET_HANG_TIMEOUT=soon: must be a number of seconds"));
-  CHECK(Config({"--hang_timeout=1", Train()}, {{"PET_HANG_TIMEOUT", "bad"}}).hang_timeout ==
-        milliseconds(1000));
-}
-
-TEST_CASE("option --hang_timeout is a ddprun extension in --help", "[cli][hang]") {
-  const cli::OptionSpec* spec = cli::FindOption("hang_timeout");
-  REQUIRE(spec != nullptr);
-  CHECK(std::string(spec->group) == "ddprun");
-  CHECK(spec->pet);
-  CHECK(cli::LongNames(*spec) == std::vector<std::string>{"--hang_timeout", "--hang-timeout"});
-  const CliResult help = Parse({"--help"});
-  CHECK_THAT(help.text, Catch::Contains("--hang_timeout") && Catch::Contains("--hang-timeout") &&
-                            Catch::Contains("[PET_HANG_TIMEOUT]") &&
-                            Catch::Contains("DDPRUN_PULSE_FILE"));
-}
-
-TEST_CASE("the dry run shows the hang timeout", "[cli][hang]") {
-  std::ostringstream off, on;
-  ddprun::launcher::PrintDryRun(off, ConfigWith({}), {}, {});
-  ddprun::launcher::PrintDryRun(on, ConfigWith({"--hang-timeout=90.5"}), {}, {});
-  CHECK_THAT(off.str(), Catch::Contains("hang_timeout     : off\n"));
-  CHECK_THAT(on.str(), Catch::Contains("hang_timeout     : 90.5 s without progress\n") &&
-                           Catch::Contains("env: DDPRUN_PULSE_FILE=<log_dir>/attempt_0/0/pulse"));
-  CHECK_THAT(off.str(), !Catch::Contains("DDPRUN_PULSE_FILE") && !Catch::Contains("file_timer"));
 }
 
 TEST_CASE("the dry run shows the file timer, a random path as such", "[cli][hang]") {

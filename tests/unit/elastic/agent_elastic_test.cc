@@ -10,26 +10,15 @@
 #include "store/in_memory_store.h"
 #include "tests/unit/elastic/fake_monitor.h"
 #include "tests/unit/elastic/fake_process_context.h"
+#include "tests/unit/elastic/recording_sink.h"
 
 using namespace ddprun;
 using namespace ddprun::elastic;
 using ddprun::elastic::testing::FakeMonitor;
 using ddprun::elastic::testing::FakeProcessContext;
+using ddprun::elastic::testing::RecordingSink;
 
 namespace {
-
-class RecordingSink : public EventSink {
- public:
-  void Record(const std::string& event, const nlohmann::json& fields) override {
-    names.push_back(event);
-    all.push_back(fields);
-  }
-  std::vector<std::string> names;
-  std::vector<nlohmann::json> all;
-  int Count(const std::string& name) const {
-    return static_cast<int>(std::count(names.begin(), names.end(), name));
-  }
-};
 
 // One round per NextRendezvous from a script: each entry is (group rank, nodes, restart count)
 // or an error to throw. Rounds are this node's view; the store holds the round's agent keys.

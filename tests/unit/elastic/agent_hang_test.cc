@@ -6,18 +6,25 @@
 #include <optional>
 
 #include "elastic/agent.h"
+#include "elastic/learned_hang_timeout.h"
+#include "store/in_memory_store.h"
 #include "tests/unit/elastic/fake_process_context.h"
+#include "tests/unit/elastic/recording_sink.h"
 #include "tests/unit/elastic/single_node_rendezvous.h"
 
 using namespace ddprun;
 using namespace ddprun::elastic;
 using Catch::Matchers::Contains;
 using ddprun::elastic::testing::FakeProcessContext;
+using ddprun::elastic::testing::RecordingSink;
+using std::chrono::milliseconds;
 
 namespace {
 
-WorkerSpec Spec(int max_restarts) {
+WorkerSpec Spec(int max_restarts, int max_no_progress_hangs = 3) {
   WorkerSpec spec;
+  spec.max_no_progress_hangs = max_no_progress_hangs;
+  spec.hang.hang = milliseconds{3000};
   spec.local_world_size = 2;
   spec.max_restarts = max_restarts;
   spec.command = {"python3", "train.py"};
@@ -25,8 +32,9 @@ WorkerSpec Spec(int max_restarts) {
   return spec;
 }
 
-rendezvous::RendezvousInfo Master() {
+rendezvous::RendezvousInfo Master(store::Store* job_store = nullptr) {
   rendezvous::RendezvousInfo info;
+  info.job_store = job_store;
   info.master_addr = "localhost";
   info.master_port = 1234;
   return info;
@@ -47,9 +55,10 @@ const char* kSleepingStack =
     "  File \"/work/train.py\", line 60 in <module>\n";
 
 struct Harness {
-  explicit Harness(int max_restarts)
-      : rendezvous("job", Master()),
-        agent(Spec(max_restarts), Options(), rendezvous, processes) {
+  explicit Harness(int max_restarts, WorkerSpec spec = {}, store::Store* job_store = nullptr)
+      : rendezvous("job", Master(job_store)),
+        agent(spec.command.empty() ? Spec(max_restarts) : spec, Options(), rendezvous, processes,
+              {nullptr, nullptr, &events}) {
     agent.Run([this](const AgentResult& done) {
       REQUIRE_FALSE(result.has_value());
       result = done;
@@ -76,6 +85,19 @@ struct Harness {
     processes.Exit(1, ExitStatus::Signaled(SIGABRT), kSleepingStack);
     processes.CompleteDump();
   }
+  // A hang before any progress past start-up, then the stack dump and the stop it causes.
+  void HangInStartup() {
+    HangReport report = Silence(1);
+    report.startup = true;
+    report.cause = "no first progress within the start-up timeout of 2 s";
+    HangAndStop(report);
+  }
+  void HangAndStop(const HangReport& report) {
+    processes.Hang(report);
+    DumpBoth();
+    processes.CompleteStop();
+  }
+  RecordingSink events;
   rendezvous::SingleNodeRendezvous rendezvous;
   FakeProcessContext processes;
   Agent agent;
@@ -173,4 +195,93 @@ TEST_CASE("a worker that will not die ends the node instead of a restart",
   CHECK(h.result->state == AgentResult::State::kFailed);
   CHECK_THAT(h.result->note, Contains("state D"));
   CHECK(h.result->ExitCode() == 1);
+}
+
+TEST_CASE("hangs before any progress, attempts in a row, stop the job with restarts unspent",
+          "[elastic][agent][hang]") {
+  Harness h(5);
+  h.HangInStartup();
+  h.HangInStartup();
+  REQUIRE_FALSE(h.result);
+  CHECK(h.events.Last("hang").value("hangs_before_progress", 0) == 2);
+  CHECK(h.events.Last("hang").value("startup", false));
+  h.HangInStartup();
+  REQUIRE(h.result);
+  CHECK(h.processes.attempts.size() == 3);
+  CHECK(h.result->state == AgentResult::State::kFailed);
+  CHECK(h.result->restart_count == 2);
+  CHECK_THAT(h.result->note, Contains("the job hung 3 attempts in a row before any rank made "
+                                      "progress past start-up (--max-no-progress-hangs=3)"));
+  CHECK_THAT(h.result->note, Contains("3 of 5 restarts left unspent"));
+  CHECK(h.result->ExitCode() == 128 + SIGABRT);  // the hung rank's, as for any hang
+  CHECK(h.events.Count("no_progress_stop") == 1);
+}
+
+TEST_CASE("a hang after progress, or a crash, starts the count of hangs before progress again",
+          "[elastic][agent][hang]") {
+  Harness h(6);
+  h.HangInStartup();
+  HangReport late = h.Silence(1);
+  late.progressed = true;  // the group trained a while, then hung
+  h.HangAndStop(late);
+  CHECK(h.events.Last("hang").value("hangs_before_progress", -1) == 0);
+  h.HangInStartup();
+  h.HangInStartup();
+  h.processes.Exit(0, ExitStatus::Exited(1));  // a crash: the job got somewhere, or failed
+  h.processes.CompleteStop();
+  h.HangInStartup();
+  REQUIRE_FALSE(h.result);
+  CHECK(h.processes.attempts.size() == 7);
+  h.HangInStartup();
+  REQUIRE(h.result);  // the sixth restart's attempt was the last one allowed anyway
+  CHECK(h.result->note.empty());
+}
+
+TEST_CASE("--max-no-progress-hangs=0 restarts after hangs before progress until none is left",
+          "[elastic][agent][hang]") {
+  Harness h(3, Spec(3, /*max_no_progress_hangs=*/0));
+  for (int attempt = 0; attempt < 4; ++attempt) h.HangInStartup();
+  REQUIRE(h.result);
+  CHECK(h.processes.attempts.size() == 4);
+  CHECK(h.result->note.empty());
+  CHECK(h.events.Count("no_progress_stop") == 0);
+}
+
+TEST_CASE("a learned hang timeout is logged, kept for the next attempt and the job's store",
+          "[elastic][agent][hang]") {
+  store::InMemoryStore job_store;
+  WorkerSpec spec = Spec(2);
+  spec.hang.hang = milliseconds{0};
+  spec.hang.learn = true;
+  Harness h(2, spec, &job_store);
+  CHECK_FALSE(h.processes.attempts.back().learned_hang_timeout);
+  CHECK(h.events.Last("workers_started").value("hang_timeout_learned", false));
+  CHECK(h.events.Last("workers_started").at("hang_timeout_s").is_null());
+  h.processes.Learned({milliseconds{2500}, milliseconds{500}});
+  CHECK(h.events.Count("hang_timeout_learned") == 1);
+  CHECK(h.events.Last("hang_timeout_learned").value("timeout_s", 0.0) == 2.5);
+  CHECK(h.events.Last("hang_timeout_learned").value("longest_interval_s", 0.0) == 0.5);
+  CHECK(ShareLearnedHangTimeout(job_store, std::nullopt) == milliseconds{2500});
+  h.processes.Learned({milliseconds{2000}, milliseconds{400}});  // lower: not news
+  CHECK(h.events.Count("hang_timeout_learned") == 1);
+  job_store.SetString(kLearnedHangTimeoutKey, "4000");  // another node learned more
+  h.processes.Exit(0, ExitStatus::Exited(1));
+  h.processes.CompleteStop();
+  REQUIRE(h.processes.attempts.size() == 2);
+  CHECK(h.processes.attempts.back().learned_hang_timeout == milliseconds{4000});
+  CHECK(h.events.Last("workers_started").value("hang_timeout_s", 0.0) == 4.0);
+}
+
+TEST_CASE("the job's learned hang timeout is the largest, raised by compare-and-set",
+          "[elastic][hang]") {
+  store::InMemoryStore store;
+  CHECK_FALSE(ShareLearnedHangTimeout(store, std::nullopt));
+  CHECK(ShareLearnedHangTimeout(store, milliseconds{3000}) == milliseconds{3000});
+  CHECK(ShareLearnedHangTimeout(store, milliseconds{2000}) == milliseconds{3000});
+  CHECK(ShareLearnedHangTimeout(store, std::nullopt) == milliseconds{3000});
+  CHECK(ShareLearnedHangTimeout(store, milliseconds{5000}) == milliseconds{5000});
+  CHECK(store.GetString(kLearnedHangTimeoutKey) == "5000");
+  store.SetString(kLearnedHangTimeoutKey, "garbage");  // replaced, not trusted
+  CHECK(ShareLearnedHangTimeout(store, milliseconds{1000}) == milliseconds{1000});
+  CHECK(store.GetString(kLearnedHangTimeoutKey) == "1000");
 }

@@ -68,7 +68,7 @@ TEST_CASE("stderr is always watched, stdout only with hang detection", "[elastic
   auto spec = Spec();
   spec.redirects.per_rank = {{1, StreamSelection::kStdout | StreamSelection::kStderr}};
   const auto off = PlanAttempt(spec, Group());
-  CHECK(off.hang_timeout == std::chrono::milliseconds(0));
+  CHECK_FALSE(off.hang.On());
   for (const auto& worker : off.workers) {
     INFO(worker.local_rank);
     CHECK(worker.err.watched);
@@ -76,9 +76,11 @@ TEST_CASE("stderr is always watched, stdout only with hang detection", "[elastic
     CHECK(worker.pulse_file.empty());
     CHECK(worker.env.count("DDPRUN_PULSE_FILE") == 0);
   }
-  spec.hang_timeout = std::chrono::seconds(30);
+  spec.hang.hang = std::chrono::seconds(30);
+  spec.hang.startup = std::chrono::seconds(45);
   const auto on = PlanAttempt(spec, Group());
-  CHECK(on.hang_timeout == std::chrono::seconds(30));
+  CHECK(on.hang.hang == std::chrono::seconds(30));
+  CHECK(on.hang.startup == std::chrono::seconds(45));
   for (const auto& worker : on.workers) {
     INFO(worker.local_rank);
     CHECK(worker.out.watched);
@@ -92,7 +94,7 @@ TEST_CASE("stderr is always watched, stdout only with hang detection", "[elastic
 TEST_CASE("per-rank files: pulse with hang detection, stacks always", "[elastic][logs][hang]") {
   auto spec = Spec();
   CHECK(PlanAttempt(spec, Group()).workers[2].stacks_file == "/l/run/attempt_2/2/stacks.log");
-  spec.hang_timeout = std::chrono::milliseconds(500);
+  spec.hang.learn = true;  // learned: on too
   const auto attempt = PlanAttempt(spec, Group());
   const auto& worker = attempt.workers[2];
   CHECK(worker.pulse_file == "/l/run/attempt_2/2/pulse");

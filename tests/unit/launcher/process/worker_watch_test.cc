@@ -133,7 +133,8 @@ TEST_CASE("a silent worker is reported hung once, a chatty one is not",
   asio::io_context io;
   LocalProcessContext processes(io);
   AttemptLaunch attempt;
-  attempt.hang_timeout = std::chrono::milliseconds(1500);  // ample for a loaded machine
+  attempt.hang.hang = std::chrono::milliseconds(1500);  // ample for a loaded machine
+  attempt.hang.startup = std::chrono::milliseconds(1500);
   attempt.workers = {
       Watched(Shell(0, "for i in $(seq 1 40); do echo tick; sleep 0.1; done")),
       Watched(Shell(1, "exec sleep 30"))};
@@ -147,9 +148,88 @@ TEST_CASE("a silent worker is reported hung once, a chatty one is not",
   CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(1500));
   CHECK(hangs[0].kind == HangReport::Kind::kNoProgress);
   CHECK(hangs[0].local_rank == 1);
-  CHECK_THAT(hangs[0].cause, Contains("no progress for"));
+  CHECK(hangs[0].startup);  // it never wrote a byte
+  CHECK(hangs[0].progressed);  // rank 0 did, past its first line
+  CHECK_THAT(hangs[0].cause, Contains("no first progress within the start-up timeout of 1.5 s"));
   RunUntil(io, [&] { return exits.count(0) == 1; });  // the chatty one finishes, unreported
   CHECK(hangs.size() == 1);
+  bool stopped = false;
+  processes.Stop(SIGKILL, std::chrono::milliseconds(0), [&] { stopped = true; });
+  RunUntil(io, [&] { return stopped; });
+}
+
+TEST_CASE("a worker slow to its first line is left alone: start-up has its own timeout",
+          "[launcher][process][hang]") {
+  asio::io_context io;
+  LocalProcessContext processes(io);
+  AttemptLaunch attempt;
+  attempt.hang.hang = std::chrono::milliseconds(500);
+  attempt.hang.startup = std::chrono::seconds(60);
+  // 2 s before its first line (an import), then a line every 0.1 s.
+  attempt.workers = {Watched(Shell(0, "sleep 2; for i in $(seq 1 10); do echo step; sleep 0.1; "
+                                      "done"))};
+  std::vector<HangReport> hangs;
+  std::optional<WorkerExit> exit;
+  WorkerEvents events([&](const WorkerExit& e) { exit = e; });
+  events.on_hang = [&](const HangReport& report) { hangs.push_back(report); };
+  processes.Start(attempt, std::move(events));
+  RunUntil(io, [&] { return exit.has_value() || !hangs.empty(); });
+  CHECK(hangs.empty());
+  REQUIRE(exit);
+  CHECK(exit->status.Success());
+}
+
+TEST_CASE("after its first line a worker has the hang timeout, not the start-up one",
+          "[launcher][process][hang]") {
+  asio::io_context io;
+  LocalProcessContext processes(io);
+  AttemptLaunch attempt;
+  attempt.hang.hang = std::chrono::milliseconds(500);
+  attempt.hang.startup = std::chrono::seconds(60);
+  attempt.workers = {Watched(Shell(0, "echo started; exec sleep 60"))};
+  std::vector<HangReport> hangs;
+  WorkerEvents events([](const WorkerExit&) {});
+  events.on_hang = [&](const HangReport& report) { hangs.push_back(report); };
+  const auto started = std::chrono::steady_clock::now();
+  processes.Start(attempt, std::move(events));
+  RunUntil(io, [&] { return !hangs.empty(); });
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+  CHECK_FALSE(hangs[0].startup);
+  CHECK_FALSE(hangs[0].progressed);  // one line, then nothing
+  CHECK_THAT(hangs[0].cause, Contains("after its last output at"));
+  bool stopped = false;
+  processes.Stop(SIGKILL, std::chrono::milliseconds(0), [&] { stopped = true; });
+  RunUntil(io, [&] { return stopped; });
+}
+
+TEST_CASE("--hang-timeout=auto: the timeout learned from the intervals catches a later silence",
+          "[launcher][process][hang]") {
+  asio::io_context io;
+  LocalProcessContext processes(io);
+  AttemptLaunch attempt;
+  attempt.hang.learn = true;
+  attempt.hang.startup = std::chrono::seconds(60);
+  attempt.hang.learning.warmup_intervals = 5;
+  attempt.hang.learning.floor = std::chrono::milliseconds(1000);
+  // Steps of 0.1 s, then a silence of 60 s (the start-up timeout would wait it out).
+  attempt.workers = {Watched(Shell(0, "for i in $(seq 1 12); do echo step; sleep 0.1; done; "
+                                      "exec sleep 60"))};
+  std::vector<HangReport> hangs;
+  std::vector<LearnedHangTimeout> learned;
+  WorkerEvents events([](const WorkerExit&) {});
+  events.on_hang = [&](const HangReport& report) { hangs.push_back(report); };
+  events.on_hang_timeout_learned = [&](const LearnedHangTimeout& l) { learned.push_back(l); };
+  const auto started = std::chrono::steady_clock::now();
+  processes.Start(attempt, std::move(events));
+  RunUntil(io, [&] { return !hangs.empty(); });
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+  REQUIRE_FALSE(learned.empty());
+  CHECK(learned.front().timeout >= std::chrono::milliseconds(1000));
+  CHECK(learned.back().timeout == std::max(std::chrono::milliseconds(1000),
+                                           5 * learned.back().longest_interval));
+  CHECK_FALSE(hangs[0].startup);
+  CHECK(hangs[0].progressed);
+  CHECK_THAT(hangs[0].cause, Contains("after its last output at") && Contains("learned: 5 x"));
   bool stopped = false;
   processes.Stop(SIGKILL, std::chrono::milliseconds(0), [&] { stopped = true; });
   RunUntil(io, [&] { return stopped; });
@@ -162,7 +242,7 @@ TEST_CASE("pulses on the worker's FIFO are progress, and the FIFO goes with the 
   LocalProcessContext processes(io);
   AttemptLaunch attempt;
   attempt.attempt_dir = dir.path + "/attempt_0";
-  attempt.hang_timeout = std::chrono::milliseconds(1500);  // ample for a loaded machine
+  attempt.hang.hang = std::chrono::milliseconds(1500);  // ample for a loaded machine
   WorkerLaunch worker = Watched(Shell(0, "for i in $(seq 1 30); do echo > \"$DDPRUN_PULSE_FILE\"; "
                                          "sleep 0.1; done"));
   worker.pulse_file = attempt.attempt_dir + "/0/pulse";

@@ -60,7 +60,10 @@ TEST_CASE("telemetry: before any round, nulls and state init, healthy", "[teleme
   CHECK(telemetry.HealthJson() == json{{"state", "init"}, {"round", nullptr},
                                        {"world_size", nullptr}, {"group_rank", nullptr},
                                        {"restart_count", 0}, {"max_restarts", 3},
-                                       {"last_progress_age_s", nullptr}, {"uptime_s", 1.5}});
+                                       {"last_progress_age_s", nullptr}, {"uptime_s", 1.5},
+                                       {"hang_timeout_s", nullptr},
+                                       {"hang_timeout_learned", false},
+                                       {"hang_startup_timeout_s", nullptr}});
   const auto samples = Samples(telemetry.MetricsText());
   CHECK(samples.at("ddprun_round") == -1);
   CHECK(samples.at("ddprun_restart_budget_remaining") == 3);
@@ -78,13 +81,36 @@ TEST_CASE("telemetry: a running round shows its round, world size, rank and prog
   CHECK(telemetry.HealthJson() == json{{"state", "healthy"}, {"round", 0}, {"world_size", 4},
                                        {"group_rank", 1}, {"restart_count", 0},
                                        {"max_restarts", 3}, {"last_progress_age_s", 2.25},
-                                       {"uptime_s", 2.25}});
+                                       {"uptime_s", 2.25}, {"hang_timeout_s", nullptr},
+                                       {"hang_timeout_learned", false},
+                                       {"hang_startup_timeout_s", nullptr}});
   const auto samples = Samples(telemetry.MetricsText());
   CHECK(samples.at("ddprun_rounds_joined_total") == 1);
   CHECK(samples.at("ddprun_round") == 0);
   CHECK(samples.at("ddprun_world_size") == 4);
   CHECK(samples.at("ddprun_workers_running") == 2);
   CHECK(samples.at("ddprun_last_progress_timestamp_seconds") == 1'700'000'000.0);
+}
+
+TEST_CASE("telemetry: the hang timeouts in force, a learned one once it is learned",
+          "[telemetry][hang]") {
+  testing::FakeClock clock;
+  AgentTelemetry telemetry(3, nullptr, clock);
+  telemetry.Record("workers_started", {{"ranks", {0, 1}}, {"hang_timeout_s", nullptr},
+                                       {"hang_timeout_learned", true},
+                                       {"hang_startup_timeout_s", 600.0}});
+  auto health = telemetry.HealthJson();
+  CHECK(health.at("hang_timeout_s").is_null());  // being learned
+  CHECK(health.at("hang_timeout_learned") == true);
+  CHECK(health.at("hang_startup_timeout_s") == 600.0);
+  CHECK(Samples(telemetry.MetricsText()).at("ddprun_hang_timeout_seconds") == 0);
+  telemetry.Record("hang_timeout_learned", {{"timeout_s", 2.5}, {"longest_interval_s", 0.5}});
+  CHECK(telemetry.HealthJson().at("hang_timeout_s") == 2.5);
+  CHECK(Samples(telemetry.MetricsText()).at("ddprun_hang_timeout_seconds") == 2.5);
+  telemetry.Record("workers_started", {{"ranks", {0, 1}}, {"hang_timeout_s", 4.0},
+                                       {"hang_timeout_learned", true},
+                                       {"hang_startup_timeout_s", 600.0}});
+  CHECK(telemetry.HealthJson().at("hang_timeout_s") == 4.0);  // the next attempt starts with it
 }
 
 TEST_CASE("telemetry: worker output or a pulse after the start is progress", "[telemetry]") {
