@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
-#include <boost/filesystem.hpp>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include "common/env_names.h"
@@ -15,7 +15,7 @@
 extern char** environ;
 
 namespace ddprun::launcher {
-namespace fs = boost::filesystem;
+namespace fs = std::filesystem;
 using elastic::LaunchConfig;
 using elastic::RunMode;
 
@@ -46,7 +46,7 @@ bool AnyStreamRedirected(const LaunchConfig& config) {
 
 // True when some worker wrote a log file under `dir` (an attempt's empty folders do not count).
 bool HoldsAnyFile(const std::string& dir) {
-  boost::system::error_code error;
+  std::error_code error;
   for (fs::recursive_directory_iterator it(dir, error), end; !error && it != end;
        it.increment(error)) {
     if (fs::is_regular_file(it->path(), error)) return true;
@@ -125,7 +125,7 @@ RunLogDir::RunLogDir(const LaunchConfig& config, const std::string& run_id) {
   std::string root;
   if (config.log_dir) {
     root = *config.log_dir;
-    boost::system::error_code error;
+    std::error_code error;
     if (fs::exists(root, error) && !fs::is_directory(root, error)) {
       throw UsageError("--log_dir=" + root + ": is a file; pass a directory");
     }
@@ -146,7 +146,7 @@ RunLogDir::~RunLogDir() {
     spdlog::warn("worker logs kept in {}", run_dir_);
     return;
   }
-  boost::system::error_code ignored;
+  std::error_code ignored;
   fs::remove_all(temp_root_, ignored);
 }
 

@@ -6,7 +6,7 @@ set -euo pipefail
 
 demo_packages=(
   cmake g++ make
-  libboost1.74-dev libboost-filesystem1.74-dev libboost-system1.74-dev
+  libboost1.74-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev catch2 libgloo-dev
   libssl-dev   # HMAC-SHA256 and random nonces of the authenticated store (docs/reliability.md)
   libhwloc-dev pkg-config   # --numa-binding reads the CPU topology with hwloc (hwloc.pc)

@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/filesystem.hpp>
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -26,7 +26,7 @@
 #include "launcher/process/worker_watchdog.h"
 
 namespace ddprun::launcher::process {
-namespace fs = boost::filesystem;
+namespace fs = std::filesystem;
 using elastic::StreamRoute;
 using elastic::WorkerExit;
 using elastic::WorkerLaunch;
@@ -196,7 +196,7 @@ LocalProcessContext::~LocalProcessContext() {
 
 void LocalProcessContext::PrepareAttemptDir(const elastic::AttemptLaunch& attempt) {
   if (attempt.attempt_dir.empty()) return;
-  boost::system::error_code error;
+  std::error_code error;
   fs::remove_all(attempt.attempt_dir, error);
   for (const auto& worker : attempt.workers) {
     fs::create_directories(fs::path(attempt.attempt_dir) / std::to_string(worker.local_rank),

@@ -1,28 +1,24 @@
 #include "launcher/process/spawn.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <utility>
-// Boost.Process is heavy to compile: it is included here and nowhere else.
-#include <boost/process/args.hpp>
-#include <boost/process/child.hpp>
-#include <boost/process/exe.hpp>
-#include <boost/process/extend.hpp>
-#include <boost/process/io.hpp>
-#include <boost/process/search_path.hpp>
 
 #include "common/errors.h"
 #include "common/open_files.h"
 #include "elastic/cpu_binding.h"
 
 namespace ddprun::launcher::process {
-namespace bp = boost::process;
 namespace {
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -31,8 +27,7 @@ constexpr unsigned kCloseRangeCloexec = 1U << 2;
 constexpr unsigned kCloseRangeCloexec = CLOSE_RANGE_CLOEXEC;
 #endif
 
-// The worker's environment as execve wants it, built in the parent. (Boost.Process 1.74's own
-// environment class reads past the end of short entries when looking names up.)
+// The worker's environment as execve wants it, built in the parent.
 class EnvBlock {
  public:
   explicit EnvBlock(const std::map<std::string, std::string>& env) {
@@ -62,8 +57,8 @@ void WritePidLine(int fd, pid_t pid) {
   }
 }
 
-// A failed sched_setaffinity travels through Boost.Process's error pipe as this plus errno, so
-// that the parent tells it from an exec failure.
+// A failed sched_setaffinity travels through the error pipe as this plus errno, so that the
+// parent tells it from an exec failure.
 constexpr int kAffinityError = 1 << 20;
 
 // The CPU set is built in the parent: the child only calls sched_setaffinity.
@@ -78,27 +73,21 @@ struct CpuMask {
   cpu_set_t set;
 };
 
-// on_setup runs in the parent before fork; on_exec_setup in the child between fork and exec,
-// with only async-signal-safe calls.
-struct WorkerSetup : bp::extend::handler {
+// The worker's side between fork and exec, with async-signal-safe calls only: the CPUs, its own
+// session, the session keeper told, death with the launcher, the limits and signals it would
+// have had, its streams, the launcher's descriptors closed on exec. Returns an errno (plus
+// kAffinityError for the CPUs) when it cannot go on; it does not return on success.
+struct ChildSetup {
   pid_t launcher_pid;
+  int stdin_fd;
   int stdout_fd;
   int stderr_fd;
   int session_keeper_fd;
-  char** env;
   const CpuMask* cpus;
 
-  template <class Executor>
-  void on_setup(Executor& exec) const {
-    exec.env = env;
-  }
-
-  template <class Executor>
-  void on_exec_setup(Executor& exec) const {
+  int Run() const {
     if (cpus->bound && sched_setaffinity(0, sizeof cpus->set, &cpus->set) != 0) {
-      exec.set_error(std::error_code(kAffinityError + errno, std::system_category()),
-                     "sched_setaffinity");
-      _exit(126);
+      return kAffinityError + errno;
     }
     setsid();
     // Registered before exec, so no window exists in which the worker runs unguarded.
@@ -113,29 +102,75 @@ struct WorkerSetup : bp::extend::handler {
     for (int signal = 1; signal < NSIG; ++signal) {
       if (signal != SIGKILL && signal != SIGSTOP) ::signal(signal, SIG_DFL);
     }
-    if (stdout_fd >= 0) dup2(stdout_fd, STDOUT_FILENO);
-    if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);
+    if (dup2(stdin_fd, STDIN_FILENO) < 0) return errno;
+    if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0) return errno;
+    if (stderr_fd >= 0 && dup2(stderr_fd, STDERR_FILENO) < 0) return errno;
     syscall(SYS_close_range, 3U, ~0U, kCloseRangeCloexec);
+    return 0;
   }
 };
+
+// argv as execve wants it: the resolved program first, as the shell's exec does not, but as
+// Boost.Process did before (the workers' argv[0] is a path they can run again).
+class ArgvBlock {
+ public:
+  ArgvBlock(const std::string& program, const std::vector<std::string>& argv) : args_(argv) {
+    args_.front() = program;
+    for (auto& arg : args_) pointers_.push_back(arg.data());
+    pointers_.push_back(nullptr);
+  }
+  char** Get() { return pointers_.data(); }
+
+ private:
+  std::vector<std::string> args_;
+  std::vector<char*> pointers_;
+};
+
+// A descriptor closed when it goes out of scope.
+struct OwnedFd {
+  int fd = -1;
+  ~OwnedFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The child's errno (or kAffinityError + errno) through a close-on-exec pipe: nothing when exec
+// succeeded (the pipe closed), else the int the child wrote before _exit.
+int ReadChildError(int fd) {
+  int error = 0;
+  std::size_t got = 0;
+  while (got < sizeof error) {
+    const ssize_t n = ::read(fd, reinterpret_cast<char*>(&error) + got, sizeof error - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;
+    got += static_cast<std::size_t>(n);
+  }
+  return error;
+}
 
 std::string PathOf(const std::map<std::string, std::string>& env) {
   const auto found = env.find("PATH");
   return found != env.end() ? found->second : "/usr/local/bin:/usr/bin:/bin";
 }
 
-// Resolves argv[0] as execvp would, against the worker's PATH.
-boost::filesystem::path ResolveProgram(const std::string& name,
-                                       const std::map<std::string, std::string>& env) {
+// Resolves argv[0] as execvp would, against the worker's PATH: the first directory that has an
+// executable regular file of that name; "" when none has.
+std::string ResolveProgram(const std::string& name,
+                           const std::map<std::string, std::string>& env) {
   if (name.find('/') != std::string::npos) return name;
-  std::vector<boost::filesystem::path> dirs;
   const std::string path = PathOf(env);
   for (std::size_t start = 0; start <= path.size();) {
     const std::size_t end = std::min(path.find(':', start), path.size());
-    dirs.emplace_back(end == start ? "." : path.substr(start, end - start));
+    const std::string dir = end == start ? "." : path.substr(start, end - start);
     start = end + 1;
+    const std::string candidate = dir + "/" + name;
+    struct stat info {};
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
   }
-  return bp::search_path(name, dirs);
+  return "";
 }
 
 SpawnResult Failure(const std::string& program, int error, const std::vector<int>& cpus) {
@@ -153,20 +188,40 @@ SpawnResult Failure(const std::string& program, int error, const std::vector<int
 
 SpawnResult SpawnWorker(const SpawnRequest& request) {
   const std::string& program = request.argv.front();
-  const boost::filesystem::path resolved = ResolveProgram(program, request.env);
+  const std::string resolved = ResolveProgram(program, request.env);
   if (resolved.empty()) return {-1, 127, "cannot execute '" + program + "': command not found"};
   EnvBlock env(request.env);
+  ArgvBlock argv(resolved, request.argv);
   const CpuMask cpus(request.cpus);
-  const std::vector<std::string> args(request.argv.begin() + 1, request.argv.end());
-  std::error_code error;
-  bp::child child(bp::exe = resolved.string(), bp::args = args, bp::std_in < bp::null,
-                  WorkerSetup{{}, getpid(), request.stdout_fd, request.stderr_fd,
-                              request.session_keeper_fd, env.Get(), &cpus},
-                  error);
-  if (error) return Failure(program, error.value(), request.cpus);
-  const pid_t pid = child.id();
-  child.detach();  // the process context reaps it through its pidfd
-  return {pid, 0, ""};
+  OwnedFd devnull{::open("/dev/null", O_RDONLY | O_CLOEXEC)};
+  int pipe_fds[2];
+  if (devnull.fd < 0 || ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return {-1, 126, ErrnoMessage("cannot start '" + program + "'", errno)};
+  }
+  OwnedFd error_read{pipe_fds[0]};
+  OwnedFd error_write{pipe_fds[1]};
+  const ChildSetup setup{::getpid(), devnull.fd, request.stdout_fd, request.stderr_fd,
+                         request.session_keeper_fd, &cpus};
+  const pid_t pid = ::fork();
+  if (pid < 0) return {-1, 126, ErrnoMessage("cannot start '" + program + "': fork", errno)};
+  if (pid == 0) {
+    int error = setup.Run();
+    if (error == 0) {
+      ::execve(resolved.c_str(), argv.Get(), env.Get());
+      error = errno;
+    }
+    while (::write(error_write.fd, &error, sizeof error) < 0 && errno == EINTR) {
+    }
+    _exit(error >= kAffinityError ? 126 : 127);
+  }
+  ::close(std::exchange(error_write.fd, -1));
+  if (const int error = ReadChildError(error_read.fd); error != 0) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return Failure(program, error, request.cpus);
+  }
+  return {pid, 0, ""};  // the process context reaps it through its pidfd
 }
 
 }  // namespace ddprun::launcher::process

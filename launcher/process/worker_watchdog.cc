@@ -99,7 +99,8 @@ void WorkerWatchdog::Arm(const std::vector<pid_t>& pids) {
 
 void WorkerWatchdog::Progress(int local_rank, elastic::ProgressKind kind) {
   last_activity_ = steady_clock::now();
-  if (!armed_) return;
+  // Once a hang is reported the workers' stack dumps follow: not progress, nor an interval.
+  if (!armed_ || quiet_) return;
   const auto before = progress_.NextDeadline();
   progress_.Note(local_rank, *last_activity_, kind);
   if (progress_.HangTimeout() != reported_learned_ && progress_.Timeouts().learn) {

@@ -4,11 +4,12 @@
 
 #include <unistd.h>
 
-#include <boost/filesystem.hpp>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 
 #include "common/errors.h"
+#include "tests/unit/launcher/process/process_test_util.h"
 
 namespace {
 
@@ -88,9 +89,8 @@ TEST_CASE("hwloc: nodes inside L3 groups of one package (sub-NUMA clusters)", "[
 }
 
 TEST_CASE("hwloc: an XML export reads back as the same topology", "[launcher][numa]") {
-  const std::string path = (boost::filesystem::temp_directory_path() /
-                            boost::filesystem::unique_path("ddprun-topology-%%%%%%.xml"))
-                               .string();
+  const ddprun::launcher::process::testing::TempDir dir;
+  const std::string path = dir.path + "/topology.xml";
   {
     std::ofstream xml(path);
     // hwloc's own export of "pack:1 numa:1 core:2 pu:1", trimmed to what it needs.
@@ -112,7 +112,6 @@ TEST_CASE("hwloc: an XML export reads back as the same topology", "[launcher][nu
 )";
   }
   const CpuTopology machine = ReadCpuTopology({TopologySource::Kind::kXml, path});
-  boost::filesystem::remove(path);
   REQUIRE(machine.nodes.size() == 1);
   CHECK(Texts(machine.nodes[0].cores) == Lines{"0", "1"});
   // No cache in the file: each core is its own complex.
@@ -130,8 +129,9 @@ TEST_CASE("hwloc: a bad synthetic description is one line naming hwloc's call",
 }
 
 TEST_CASE("a GPU's NUMA node from sysfs: -1 is 0, CUDA's 8-digit domain", "[launcher][numa]") {
-  namespace fs = boost::filesystem;
-  const fs::path sysfs = fs::temp_directory_path() / fs::unique_path("ddprun-pci-%%%%%%");
+  namespace fs = std::filesystem;
+  const ddprun::launcher::process::testing::TempDir dir;
+  const fs::path sysfs = fs::path(dir.path) / "pci";
   fs::create_directories(sysfs / "0000:3b:00.0");
   fs::create_directories(sysfs / "0000:86:00.0");
   std::ofstream((sysfs / "0000:3b:00.0" / "numa_node").string()) << "1\n";
@@ -141,7 +141,6 @@ TEST_CASE("a GPU's NUMA node from sysfs: -1 is 0, CUDA's 8-digit domain", "[laun
   CHECK(PciNumaNode("0000:3B:00.0", sysfs.string()) == 1);
   CHECK(PciNumaNode("0000:86:00.0", sysfs.string()) == 0);
   CHECK_FALSE(PciNumaNode("0000:99:00.0", sysfs.string()));
-  fs::remove_all(sysfs);
 }
 
 TEST_CASE("this process's allowed CPUs are what sched_getaffinity says", "[launcher][numa]") {
