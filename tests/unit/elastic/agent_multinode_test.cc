@@ -225,9 +225,34 @@ TEST_CASE("node failure records round-trip through JSON", "[elastic][multinode]"
   CHECK(back.failure.pid == 4242);
   CHECK(back.failure.message == "boom");
   CHECK_FALSE(back.failure.hang);
+  CHECK_FALSE(back.failure.hang_before_progress);
   record.failure.hang = true;
-  CHECK(DecodeNodeFailure(EncodeNodeFailure(record)).failure.hang);
+  record.failure.hang_before_progress = true;
+  record.failure.hangs_before_progress = 2;
+  const NodeFailure hung = DecodeNodeFailure(EncodeNodeFailure(record));
+  CHECK(hung.failure.hang);
+  CHECK(hung.failure.hang_before_progress);
+  CHECK(hung.failure.hangs_before_progress == 2);
   CHECK_THROWS_AS(DecodeNodeFailure("stop"), std::invalid_argument);
+}
+
+TEST_CASE("multi-node: a peer's count of hangs before progress stops this node with it",
+          "[elastic][agent][multinode][hang]") {
+  Harness h(5);  // restarts left; this node joined late, its own count is 0
+  h.PeerAtBarrier("ddprun/failure_barrier");
+  NodeFailure record = RemoteFailure();
+  record.failure.hang = true;
+  record.failure.hang_before_progress = true;
+  record.failure.hangs_before_progress = 3;  // the job's third in a row
+  h.monitor.events.on_remote_failure(record);
+  h.processes.CompleteDump();
+  h.processes.CompleteStop();
+  REQUIRE(h.result);
+  CHECK(h.processes.attempts.size() == 1);
+  CHECK(h.result->state == AgentResult::State::kFailed);
+  CHECK(h.result->note.find("the job hung 3 attempts in a row before any rank made progress") !=
+        std::string::npos);
+  CHECK(h.result->note.find("the root cause is on node 0") != std::string::npos);
 }
 
 TEST_CASE("multi-node: a node lost after the exit barrier completed is no failure", "[elastic][agent][multinode]") {
