@@ -1,12 +1,12 @@
 #include "elastic/failure.h"
 
 #include <algorithm>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
 #include "common/integer.h"
+#include "common/local_time.h"
 
 namespace ddprun::elastic {
 namespace {
@@ -45,14 +45,7 @@ void ApplyErrorFile(const std::string& text, ProcessFailure& failure) {
   if (extra.contains("timestamp")) failure.time = FromEpochSeconds(extra.at("timestamp"));
 }
 
-std::string FormatTime(SystemTime time) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(time);
-  std::tm local{};
-  localtime_r(&seconds, &local);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d_%H:%M:%S", &local);
-  return text;
-}
+std::string FormatTime(SystemTime time) { return LocalTimeText(time, "%Y-%m-%d_%H:%M:%S"); }
 
 std::string Indent(const std::string& text) {
   std::string out;

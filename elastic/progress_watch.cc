@@ -1,22 +1,13 @@
 #include "elastic/progress_watch.h"
 
 #include <algorithm>
-#include <ctime>
 #include <sstream>
 
 #include "common/duration.h"
+#include "common/local_time.h"
 
 namespace ddprun::elastic {
 namespace {
-
-std::string TimeOfDay(std::chrono::system_clock::time_point time) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(time);
-  std::tm local{};
-  localtime_r(&seconds, &local);
-  char text[16];
-  std::strftime(text, sizeof text, "%H:%M:%S", &local);
-  return text;
-}
 
 const char* KindText(ProgressKind kind) {
   switch (kind) {
@@ -128,7 +119,7 @@ std::string ProgressWatch::Cause(const Silence& silence,
   }
   std::ostringstream text;
   text << "no progress for " << DurationText(silence.length, 1) << " after its last "
-       << KindText(silence.last.value_or(ProgressKind::kOutput)) << " at " << TimeOfDay(last_wall)
+       << KindText(silence.last.value_or(ProgressKind::kOutput)) << " at " << LocalTimeText(last_wall, "%H:%M:%S")
        << " (";
   if (silence.learning) {
     text << "the hang timeout is still being learned; until then the start-up timeout of "

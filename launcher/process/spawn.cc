@@ -27,20 +27,35 @@ constexpr unsigned kCloseRangeCloexec = 1U << 2;
 constexpr unsigned kCloseRangeCloexec = CLOSE_RANGE_CLOEXEC;
 #endif
 
-// The worker's environment as execve wants it, built in the parent.
-class EnvBlock {
+// Strings as execve wants them (argv, envp), built in the parent: a null-terminated array.
+class CStringArray {
  public:
-  explicit EnvBlock(const std::map<std::string, std::string>& env) {
-    for (const auto& [name, value] : env) entries_.push_back(name + "=" + value);
-    for (auto& entry : entries_) pointers_.push_back(entry.data());
+  explicit CStringArray(std::vector<std::string> strings) : strings_(std::move(strings)) {
+    for (auto& text : strings_) pointers_.push_back(text.data());
     pointers_.push_back(nullptr);
   }
+  CStringArray(const CStringArray&) = delete;  // the pointers are into this one's strings
+  CStringArray& operator=(const CStringArray&) = delete;
   char** Get() { return pointers_.data(); }
 
  private:
-  std::vector<std::string> entries_;
+  std::vector<std::string> strings_;
   std::vector<char*> pointers_;
 };
+
+// The worker's environment as NAME=VALUE entries.
+CStringArray EnvBlock(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> entries;
+  for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
+  return CStringArray(std::move(entries));
+}
+
+// argv with the resolved program first, as the shell's exec does not, but as Boost.Process did
+// before (the workers' argv[0] is a path they can run again).
+CStringArray ArgvBlock(const std::string& program, std::vector<std::string> argv) {
+  argv.front() = program;
+  return CStringArray(std::move(argv));
+}
 
 // "<pid>\n" to the session keeper's pipe, with async-signal-safe calls only. One write of less
 // than PIPE_BUF bytes: atomic, whatever other workers write at the same time.
@@ -110,22 +125,6 @@ struct ChildSetup {
   }
 };
 
-// argv as execve wants it: the resolved program first, as the shell's exec does not, but as
-// Boost.Process did before (the workers' argv[0] is a path they can run again).
-class ArgvBlock {
- public:
-  ArgvBlock(const std::string& program, const std::vector<std::string>& argv) : args_(argv) {
-    args_.front() = program;
-    for (auto& arg : args_) pointers_.push_back(arg.data());
-    pointers_.push_back(nullptr);
-  }
-  char** Get() { return pointers_.data(); }
-
- private:
-  std::vector<std::string> args_;
-  std::vector<char*> pointers_;
-};
-
 // A descriptor closed when it goes out of scope.
 struct OwnedFd {
   int fd = -1;
@@ -190,8 +189,8 @@ SpawnResult SpawnWorker(const SpawnRequest& request) {
   const std::string& program = request.argv.front();
   const std::string resolved = ResolveProgram(program, request.env);
   if (resolved.empty()) return {-1, 127, "cannot execute '" + program + "': command not found"};
-  EnvBlock env(request.env);
-  ArgvBlock argv(resolved, request.argv);
+  CStringArray env = EnvBlock(request.env);
+  CStringArray argv = ArgvBlock(resolved, request.argv);
   const CpuMask cpus(request.cpus);
   OwnedFd devnull{::open("/dev/null", O_RDONLY | O_CLOEXEC)};
   int pipe_fds[2];
