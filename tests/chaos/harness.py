@@ -55,7 +55,13 @@ def _run(args, check=True):
     return result.returncode == 0
 
 
-def read_ready(proc, seconds):
+# How long a helper process (a delayer, an echo server: a Python interpreter started in a host's
+# namespace) may take to print "ready": a cold start on a loaded machine, far above the usual
+# fraction of a second; it costs time only when the helper is broken.
+READY_TIMEOUT = 60
+
+
+def read_ready(proc, seconds=READY_TIMEOUT):
     """Whether `proc` printed its "ready" line within `seconds` (a select on its stdout)."""
     ready, _, _ = select.select([proc.stdout], [], [], seconds)
     return bool(ready) and proc.stdout.readline().strip() == "ready"
@@ -109,7 +115,7 @@ class Network:
                                             "--ms", str(ms), "--jitter", str(jitter)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.delayers[host] = proc
-        if not read_ready(proc, 10):
+        if not read_ready(proc):
             raise RuntimeError("the delayer of host %d did not start: %s" % (
                 host, self._stop_delayer(host)))
         # --queue-bypass: should the delayer die, packets pass instead of being dropped.

@@ -55,7 +55,7 @@ class DelayerTest(unittest.TestCase):
                                          self.hosts.addresses[1], str(ECHO_PORT)],
             stdout=subprocess.PIPE, text=True)
         self.addCleanup(self._stop, self.server)
-        self.assertTrue(harness.read_ready(self.server, 10), "the echo server did not start")
+        self.assertTrue(harness.read_ready(self.server), "the echo server did not start")
 
     @staticmethod
     def _stop(proc):

@@ -2,7 +2,7 @@
 
 1. Records the launcher-given environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...) and
    its arguments in OUTDIR/env_<RANK>.json (written atomically: tmp file, then rename).
-2. Forms a gloo process group with init_method="env://" (60 s timeout), all_reduces a tensor
+2. Forms a gloo process group with init_method="env://" (GROUP_TIMEOUT), all_reduces a tensor
    holding its rank and checks the sum against world*(world-1)/2.
 3. Rewrites the json with the result, destroys the group, and exits 0 (3 on a mismatch).
 """
@@ -19,6 +19,11 @@ RECORDED = (
     "REPORT_ENV_NODE",  # set by the test per agent: which agent started this worker
 )
 MISMATCH_EXIT = 3
+# How long a rank waits in init_process_group for the others: they import torch at the same time
+# on 2 shared cores, cold after a dropped page cache and beside other tests, so the last one may
+# arrive tens of seconds after the first. Generous, and below the test's RUN_TIMEOUT, so that a
+# peer that never comes is reported by the workers before the test kills the agents.
+GROUP_TIMEOUT = 150
 
 
 def write_record(out_dir, rank, record):
@@ -40,7 +45,7 @@ def main(out_dir):
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="env://",
-                            timeout=datetime.timedelta(seconds=60))
+                            timeout=datetime.timedelta(seconds=GROUP_TIMEOUT))
     world = dist.get_world_size()
     tensor = torch.tensor([dist.get_rank()], dtype=torch.int64)
     dist.all_reduce(tensor)

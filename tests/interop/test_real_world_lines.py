@@ -57,7 +57,10 @@ LOCAL_RANK_ARG_WORKER = os.path.join(HERE, "local_rank_arg_worker.py")
 PROGRAMS = {"ddprun": lib.DDPRUN, "ddprun-launch": lib.DDPRUN_LAUNCH}
 
 NPROC = 2                # workers per agent: at most 2 on the 2-core CI machine
-RUN_TIMEOUT = 120.0      # seconds for one line's real run, all agents together
+# Seconds for one line's real run, all agents together: up to 4 workers importing torch at once
+# on 2 cores, cold, beside other tests. It costs time only when a line is broken, so it is well
+# above report_env_worker.GROUP_TIMEOUT (a rank waiting for a peer that never comes).
+RUN_TIMEOUT = 240.0
 DRY_RUN_TIMEOUT = 30.0
 PEER_GRACE = 20.0        # after one agent exits unexpectedly, the others' remaining time
 POLL_INTERVAL = 0.02

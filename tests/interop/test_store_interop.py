@@ -19,7 +19,10 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD_DIR = os.environ.get("DDPRUN_BUILD_DIR", os.path.join(HERE, "..", "..", "build"))
 STORE_BIN = os.path.join(BUILD_DIR, "tools", "ddprun-store")
-TIMEOUT = 60
+# One PyTorch process from start to end, `import torch` included: ~6 s cold beside a CPU burner
+# on the 2-core CI machine, more when another test imports torch at the same time (ctest -j2).
+# It bounds only a broken run, so it is generous.
+TIMEOUT = 120
 
 
 def torch_major(python):
@@ -137,6 +140,17 @@ class Server:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def read_line(proc, expected):
+    """Waits (at most TIMEOUT) for `proc` to print `expected` as its next stdout line."""
+    ready, _, _ = select.select([proc.stdout], [], [], TIMEOUT)
+    line = proc.stdout.readline() if ready else ""
+    if line.strip() != expected:
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"expected {expected!r} from {proc.args[0]}, got {line!r}:\n"
+                             f"{err[-3000:]}")
 
 
 def ddprun_server(threads=1):
@@ -273,17 +287,31 @@ class BothGenerationsOnOneServer(unittest.TestCase):
             py(TORCH2, "s.set('from2', 'two'); s.add('n', 1)")
             self.assertEqual(py(TORCH2, "print(s.get('from1').decode(), s.add('n', 0))"), "one 2")
             self.assertEqual(py(TORCH1, "print(s.get('from2').decode(), s.num_keys())"), "two 3")
-            # A 1.13 client blocked in get() is released by a 2.x client's set().
-            waiter = subprocess.Popen([TORCH1, "-c", script, str(server.port),
-                                       "print(s.get('late').decode())"],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # A 1.13 client blocked in get() is released by a 2.x client's set(). Both import
+            # torch first (seconds each on a cold machine, at once here) and say when they are
+            # connected; the set is sent only once the waiter is about to block, so no import
+            # runs inside the waiter's get (bounded by its store's 20 s timeout).
+            waiter = subprocess.Popen(
+                [TORCH1, "-c", script, str(server.port),
+                 "print('waiting', flush=True); print(s.get('late').decode())"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            setter = subprocess.Popen(
+                [TORCH2, "-c", script, str(server.port),
+                 "print('ready', flush=True); sys.stdin.readline(); s.set('late', 'released')"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             try:
-                py(TORCH2, "s.set('late', 'released')")
+                read_line(waiter, "waiting")
+                read_line(setter, "ready")
+                setter.stdin.write("go\n")
+                setter.stdin.flush()
                 out, err = waiter.communicate(timeout=TIMEOUT)
+                _, setter_err = setter.communicate(timeout=TIMEOUT)
             finally:
-                if waiter.poll() is None:
-                    waiter.kill()
-                    waiter.communicate()
+                for proc in (waiter, setter):
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.communicate()
+            self.assertEqual(setter.returncode, 0, setter_err)
             self.assertEqual((waiter.returncode, out.strip()), (0, "released"), err)
 
 

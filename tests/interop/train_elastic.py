@@ -90,7 +90,10 @@ def main():
     from torch.nn.parallel import DistributedDataParallel
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="env://", timeout=timedelta(seconds=60))
+    # A rank waits here for the group's last one, which may still be importing torch: up to 8
+    # workers on 2 shared cores, cold after a dropped page cache. A peer that is lost for good is
+    # the agents' to handle (they stop this group), not this timeout's, so it is generous.
+    dist.init_process_group("gloo", init_method="env://", timeout=timedelta(seconds=180))
     assert dist.get_rank() == rank and dist.get_world_size() == world
 
     torch.manual_seed(0)
