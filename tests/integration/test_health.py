@@ -126,6 +126,29 @@ class HealthTest(lib.DdprunTestCase):
         self.assertLess(health["last_progress_age_s"], silent["last_progress_age_s"])
         self.finish_released([proc])
 
+    def test_the_learned_hang_timeout_is_shown(self):
+        # --hang-timeout=auto (issue 37): null while it is being learned, the learned value once
+        # a rank showed its warm-up of intervals (lines every 0.1 s: the floor of 1 s wins).
+        log = self.path("events.jsonl")
+        script = ("i=0; while [ $i -lt 10 ]; do echo step; sleep 0.1; i=$((i+1)); done; "
+                  "while [ ! -e %s ]; do sleep 0.1; echo waiting; done" % self.release)
+        proc = self.start_ddprun("--health_port=0", "--event_log=" + log, "--hang-timeout=auto",
+                                 "--hang-timeout-warmup=3", "--hang-timeout-floor=1",
+                                 "--no_python", "/bin/sh", "-c", script)
+        address = self.endpoint(proc, log)
+        health = self.wait_health(address, "the learned hang timeout",
+                                  lambda status, h: h["hang_timeout_s"] is not None)
+        self.assertTrue(health["hang_timeout_learned"])
+        self.assertGreaterEqual(health["hang_timeout_s"], 1.0)
+        self.assertEqual(health["hang_startup_timeout_s"], 600.0)
+        status, metrics = get(address, "/metrics")
+        self.assertEqual(parse_metrics(metrics)["ddprun_hang_timeout_seconds"],
+                         health["hang_timeout_s"])
+        learned = [e for e in events_of(log) if e["event"] == "hang_timeout_learned"]
+        self.assertTrue(learned)
+        self.assertEqual(learned[-1]["timeout_s"], health["hang_timeout_s"])
+        self.finish_released([proc])
+
     # (a) and (e)
     def test_running_job_is_healthy_and_its_metrics_parse(self):
         log = self.path("events.jsonl")
