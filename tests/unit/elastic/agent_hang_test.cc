@@ -237,7 +237,7 @@ TEST_CASE("a hang after progress, or a crash, starts the count of hangs before p
   CHECK(h.result->note.empty());
 }
 
-TEST_CASE("--max-no-progress-hangs=0 restarts after hangs before progress until none is left",
+TEST_CASE("max-no-progress-hangs 0: restarts after hangs before progress until none is left",
           "[elastic][agent][hang]") {
   Harness h(3, Spec(3, /*max_no_progress_hangs=*/0));
   for (int attempt = 0; attempt < 4; ++attempt) h.HangInStartup();

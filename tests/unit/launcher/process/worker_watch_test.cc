@@ -202,7 +202,7 @@ TEST_CASE("after its first line a worker has the hang timeout, not the start-up 
   RunUntil(io, [&] { return stopped; });
 }
 
-TEST_CASE("--hang-timeout=auto: the timeout learned from the intervals catches a later silence",
+TEST_CASE("hang timeout auto: the timeout learned from the intervals catches a later silence",
           "[launcher][process][hang]") {
   asio::io_context io;
   LocalProcessContext processes(io);
