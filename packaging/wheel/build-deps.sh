@@ -52,7 +52,7 @@ trap 'rm -rf "$work"' EXIT
 build_openssl() {
   cp -a "$sources/openssl" "$work/openssl"
   (cd "$work/openssl" &&
-    ./Configure "$openssl_target" no-shared no-tests no-docs no-apps no-engine no-dso \
+    ./Configure "$openssl_target" no-shared no-tests no-engine no-dso \
       no-module --prefix="$prefix" --libdir=lib --openssldir=/etc/ssl >/dev/null &&
     make -s -j"$jobs" build_libs >/dev/null && make -s install_dev >/dev/null)
 }
