@@ -20,12 +20,6 @@ using elastic::RunMode;
 
 constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 
-// Calls `apply(text, name)` when the option was given on the command line or in PET_*.
-template <class Apply>
-void IfGiven(const RawValues& raw, const char* dest, Apply&& apply) {
-  if (const Given* given = raw.Find(dest)) apply(given->text, given->name);
-}
-
 int NonNegative(const std::string& text, const std::string& name) {
   return ParseIntInRange(text, name, 0, INT_MAX, "an integer >= 0");
 }

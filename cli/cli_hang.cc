@@ -14,11 +14,6 @@ namespace {
 using elastic::LaunchConfig;
 using std::chrono::milliseconds;
 
-template <class Apply>
-void IfGiven(const RawValues& raw, const char* dest, Apply&& apply) {
-  if (const Given* given = raw.Find(dest)) apply(given->text, given->name);
-}
-
 milliseconds PositiveSeconds(const std::string& text, const std::string& name) {
   if (text == "auto") {
     throw UsageError(name + "=auto: must be a number of seconds > 0 (only --hang-timeout learns "

@@ -63,6 +63,12 @@ struct RawValues {
   bool On(const std::string& dest) const;
 };
 
+// Calls `apply(text, name)` when the option was given on the command line or in PET_*.
+template <class Apply>
+void IfGiven(const RawValues& raw, const char* dest, Apply&& apply) {
+  if (const Given* given = raw.Find(dest)) apply(given->text, given->name);
+}
+
 // The command line as shell completion sees it: every option and spelling, values, the training
 // script (cli_completion.cc). `program`: the name the script completes (ddprun, or ddprun-launch,
 // the same options under torch.distributed.launch's personality).
