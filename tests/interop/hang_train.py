@@ -182,5 +182,6 @@ for step in range(start_step, ARGS.steps):
 
 dist.barrier()
 log("done", total=float(total[0]))
-print("rank %d attempt %d finished: %s" % (RANK, ATTEMPT, float(total[0])), flush=True)
 dist.destroy_process_group()
+# The last line after the group's teardown: only the interpreter's exit is silent.
+print("rank %d attempt %d finished: %s" % (RANK, ATTEMPT, float(total[0])), flush=True)

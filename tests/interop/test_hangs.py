@@ -327,7 +327,10 @@ class HangChecks:
         return min(r["time"] for r in self.select(records, event="step", attempt=attempt))
 
     def test_a_slow_start_is_not_a_hang(self):
-        result = self.launch("--hang-timeout=2", "--max_restarts=1",
+        # 8 s of start-up against a hang timeout of 4 s. (2 s, the figure, also holds for
+        # the start, but a torch 2 worker's exit after its last line took over 2 s beside two
+        # burners and a sanitizer build: that silence is the hang timeout's, not start-up's.)
+        result = self.launch("--hang-timeout=4", "--max_restarts=1",
                              script=("--steps", 3, "--sleep-first", 8))
         self.assertExit(result, 0)
         records = self.records()
