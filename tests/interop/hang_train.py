@@ -21,7 +21,6 @@ Modes:
                                with torchelastic's FileTimerClient($TORCHELASTIC_TIMER_FILE)
   --sleep-first SECONDS        sleep before `import torch` and the first line, every attempt (a
                                slow import or dataset load); records "first_sleep"
-  --first-sleep-attempts N     only in the first N attempts (default: every attempt)
 
 Nothing is written to stdout, stderr or $DDPRUN_PULSE_FILE before the first step's line: while
 torch is imported and the process group forms (seconds on a loaded machine, minutes on a cold
@@ -56,7 +55,6 @@ def parse_args():
                    help="--silent-pulse without the pulses (a silent rank that is stuck)")
     p.add_argument("--file-timer", type=float, default=0.0)
     p.add_argument("--sleep-first", type=float, default=0.0)
-    p.add_argument("--first-sleep-attempts", type=int, default=-1)
     p.add_argument("--ckpt-dir", default=os.environ.get("HANG_CKPT_DIR", "."))
     p.add_argument("--step-log", default=os.environ.get("HANG_STEP_LOG", "hang_steps.jsonl"))
     return p.parse_args()
@@ -97,7 +95,7 @@ def pulse():
 
 
 log("start", argv=sys.argv[1:])
-if ARGS.sleep_first > 0 and (ARGS.first_sleep_attempts < 0 or ATTEMPT < ARGS.first_sleep_attempts):
+if ARGS.sleep_first > 0:
     log("first_sleep", seconds=ARGS.sleep_first)
     time.sleep(ARGS.sleep_first)
 

@@ -342,17 +342,19 @@ class HangChecks:
         self.assertNotIn("hang:", result.stderr, info)
 
     def test_a_start_past_the_startup_timeout_is_named_a_startup_hang(self):
+        # No restart: a restarted attempt would have to import torch within the 4 s, which a
+        # cold import beside two burners does not (5.9 s measured; a false start-up hang in the
+        # first loop run of issue 37). The job ends with the hung rank's SIGABRT.
         log_dir = self.path("logs")
-        result = self.launch("--hang-timeout=2", "--hang-startup-timeout=4", "--max_restarts=1",
-                             log_dir=log_dir, script=("--steps", 3, "--sleep-first", 8,
-                                                      "--first-sleep-attempts", 1))
-        self.assertExit(result, 0)  # attempt 1 starts at once and finishes
+        result = self.launch("--hang-timeout=2", "--hang-startup-timeout=4", "--max_restarts=0",
+                             log_dir=log_dir, script=("--steps", 3, "--sleep-first", 8))
+        self.assertExit(result, 134)
         records = self.records()
         info = result.describe() + "\n" + "\n".join(json.dumps(r) for r in records)
         self.assertRegex(result.stderr, r"hang: rank \d \(local rank \d, pid \d+\): no first "
                          r"progress within the start-up timeout of 4 s", info)
-        self.assertFalse(self.select(records, event="step", attempt=0), info)
-        self.assertEqual(len(self.select(records, event="done", attempt=1)), 2, info)
+        self.assertFalse(self.select(records, event="step"), info)
+        self.assertEqual({r["attempt"] for r in records}, {0}, info)
         # Caught when the start-up timeout ran out: after 4 s, well before the 8 s sleep ended.
         slept = min(r["time"] for r in self.select(records, event="first_sleep", attempt=0))
         stacks = self.stacks_logs(log_dir)
