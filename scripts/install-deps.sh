@@ -28,6 +28,9 @@ packages=(
   # tests/integration/test_slurm.py starts a real Slurm cluster (slurmctld, slurmd per network
   # namespace, munged) under a temp dir; the packages' own services are not used (see below)
   slurmctld slurmd slurm-client munge
+  # the wheel's checks on other distributions (packaging/wheel/make-root.sh): a Debian 11
+  # root, and a Debian 12 arm64 root whose programs run under qemu
+  debootstrap qemu-user-static
 )
 if [ "${1:-}" = "--demo" ]; then
   packages=("${demo_packages[@]}")
