@@ -8,9 +8,10 @@
 # Contract:
 # - Needs root. Runs in a private mount namespace (unshare --mount --propagation private) in
 #   which it mounts proc on ROOT/proc, /dev (recursively, so /dev/shm and /dev/pts) on
-#   ROOT/dev and /sys on ROOT/sys (hwloc reads the topology there for --numa-binding); a trap
-#   unmounts them whatever happens, and the namespace drops them if even that is skipped, so
-#   nothing stays mounted in ROOT and no mount reaches the host's namespace.
+#   ROOT/dev, /sys on ROOT/sys (hwloc reads the topology there for --numa-binding) and this
+#   machine's /etc/hosts on ROOT/etc/hosts (debootstrap writes none); a trap unmounts them
+#   whatever happens, and the namespace drops them if even that is skipped, so nothing stays
+#   mounted in ROOT and no mount reaches the host's namespace.
 # - Copies WHEEL to ROOT/tmp, makes a fresh venv, `python3 -m venv /opt/ddprun-venv` (the root's
 #   Python), and `pip install --no-index /tmp/WHEEL` into it: no network is used (the wheel
 #   has no dependencies).
@@ -94,12 +95,14 @@ fi
 token=/tmp/ddprun-check.token
 venv=/opt/ddprun-venv
 mounted=()
+made_hosts=""
 cleanup() {
   local i
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
     umount -R "${mounted[i]}" 2>/dev/null || umount -R -l "${mounted[i]}" 2>/dev/null || true
   done
   rm -f "$root/tmp/$wheel_name" "$root$token"
+  [ -z "$made_hosts" ] || rm -f "$root/etc/hosts"
   rm -rf "$work"
 }
 work="$(mktemp -d)"
@@ -112,6 +115,15 @@ mount --rbind /dev "$root/dev"
 mounted+=("$root/dev")
 mount --rbind /sys "$root/sys"
 mounted+=("$root/sys")
+# A debootstrap root has no /etc/hosts, so `localhost` (the standalone rendezvous) and this
+# machine's name (an agent's default address) would not resolve: the machine's own is bound in,
+# as a container runtime does.
+if [ ! -e "$root/etc/hosts" ]; then
+  : >"$root/etc/hosts"
+  made_hosts=1
+fi
+mount --bind -o ro /etc/hosts "$root/etc/hosts"
+mounted+=("$root/etc/hosts")
 
 root_runner "$root" "$root_arch"
 if [ "$root_arch" = arm64 ]; then
