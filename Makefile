@@ -49,9 +49,15 @@ CTEST_JOBS ?= $(NPROC)
 # Per-test limit for tests that set none themselves (most set their own TIMEOUT).
 CTEST_TIMEOUT ?= 600
 CTEST_FLAGS ?= --output-on-failure -j$(CTEST_JOBS) --timeout $(CTEST_TIMEOUT)
+# make wheel: the architectures, where the wheels go, and the cache of the built dependencies and
+# of each arch's CMake tree (one per checkout: a tree remembers its source folder).
+WHEEL_ARCHS ?= x86_64 aarch64
+WHEEL_DIR ?= dist
+WHEEL_DEPS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ddprun/wheel
+WHEEL_TREE_KEY := $(shell echo "$(CURDIR)" | sha256sum | cut -c1-12)
 
 .PHONY: all deps configure build demo torch2-venv check check-sanitize check-tsan check-package \
-  package fuzz fuzz-build chaos \
+  package wheel check-wheel check-wheel-interop fuzz fuzz-build chaos \
   bench man clean help
 
 all: build
@@ -69,6 +75,9 @@ help:
 	@echo "make man             every program's man page ($(BUILD_DIR)/man/*.1.gz)"
 	@echo "make package         .deb (+ -dbgsym), .rpm (+ -debuginfo), .tar.gz in $(BUILD_DIR)/"
 	@echo "make check-package   package, then install the .deb for real, check it, remove it"
+	@echo "make wheel           the portable wheels ($(WHEEL_ARCHS)) in $(WHEEL_DIR)/ (pip install anywhere)"
+	@echo "make check-wheel     wheel, then its checks: ELF/auditwheel, a venv, Debian 11 and arm64 roots"
+	@echo "make check-wheel-interop  the interop tests with the x86_64 wheel's ddprun (torch 2 venv)"
 	@echo "make clean           remove the build directories"
 
 deps:
@@ -181,6 +190,37 @@ package: deps
 	@ls -l $(BUILD_DIR)/ddprun[-_]*.deb $(BUILD_DIR)/ddprun[-_]*.ddeb $(BUILD_DIR)/ddprun-*.rpm \
 	  $(BUILD_DIR)/ddprun-*.tar.gz
 
+# The portable wheels (docs/packaging.md): ddprun-<v>-py3-none-manylinux_2_28_<arch>.whl per
+# WHEEL_ARCHS in $(WHEEL_DIR)/, made by scikit-build-core (pyproject.toml) with zig for glibc
+# 2.28. The build tools' venv, the dependencies built from Debian's source packages and each
+# arch's CMake tree are kept between runs (WHEEL_DEPS): a rebuild after a change is incremental,
+# also in CI's fresh clones.
+wheel: deps
+	tools="$$(scripts/setup-wheel-tools.sh)"; \
+	for arch in $(WHEEL_ARCHS); do \
+	  packaging/wheel/build-deps.sh $$arch "$(WHEEL_DEPS)/deps-$$arch" "$$tools"; \
+	  rm -f $(WHEEL_DIR)/ddprun-*-manylinux_2_28_$$arch.whl; \
+	  DDPRUN_WHEEL_ARCH=$$arch "$$tools" -m build --wheel --no-isolation --outdir $(WHEEL_DIR) \
+	    -C build-dir="$(WHEEL_DEPS)/build-$$arch-$(WHEEL_TREE_KEY)" .; \
+	done
+	@ls -l $(WHEEL_DIR)/ddprun-*.whl
+
+# The wheels' checks (tests/wheel/): ELF files and auditwheel, the contents, the x86_64 wheel
+# used from a new venv; then each wheel installed in another distribution's root (Debian 11
+# x86_64, Debian 12 arm64 under qemu) and used there.
+check-wheel: wheel
+	tools="$$(scripts/setup-wheel-tools.sh)"; \
+	  "$$tools" -m unittest -v tests/wheel/test_wheel.py tests/wheel/test_wheel_roots.py
+
+# The interop tests (real PyTorch 1.13 and 2.x) with the x86_64 wheel's ddprun, installed with pip
+# in the torch 2 venv as a user would (the tests' workers and helpers come from $(BUILD_DIR)/).
+check-wheel-interop: build
+	py="$$(scripts/setup-torch2-venv.sh)"; \
+	  "$$py" -m pip install --quiet --no-index --force-reinstall \
+	    "$$(ls -t $(WHEEL_DIR)/ddprun-*-manylinux_2_28_x86_64.whl | head -1)"; \
+	  DDPRUN_TORCH2_PYTHON="$$py" DDPRUN_LAUNCHER="$$(dirname "$$py")/ddprun" \
+	    ctest --test-dir $(BUILD_DIR) $(CTEST_FLAGS) -L interop
+
 # Root: installs the .deb with dpkg -i, checks the installed tool, removes it (dpkg -r, then
 # --purge, also after a failure), and runs lintian, hardening-check on every ELF file, the
 # licence checks, the .rpm/.tar.gz file list comparison and the debug packages' checks
@@ -189,4 +229,4 @@ check-package: package
 	DDPRUN_BUILD_DIR="$(abspath $(BUILD_DIR))" $(PYTHON) tests/package/test_package.py
 
 clean:
-	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(TSAN_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(TSAN_DIR) $(FUZZ_DIR) build-wheel $(WHEEL_DIR)

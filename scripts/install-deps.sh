@@ -31,6 +31,7 @@ packages=(
   # the wheel's checks on other distributions (packaging/wheel/make-root.sh): a Debian 11
   # root, and a Debian 12 arm64 root whose programs run under qemu
   debootstrap qemu-user-static
+  libc6-arm64-cross   # make wheel: the aarch64 build runs its programs (completion) under qemu
 )
 if [ "${1:-}" = "--demo" ]; then
   packages=("${demo_packages[@]}")

@@ -37,3 +37,8 @@ set_target_properties(PkgConfig::HWLOC PROPERTIES
   IMPORTED_LOCATION "${DDPRUN_WHEEL_DEPS}/lib/libhwloc.a"
   INTERFACE_INCLUDE_DIRECTORIES "${DDPRUN_WHEEL_DEPS}/include")
 find_package(Threads REQUIRED)
+
+# No debug information in the wheel: zig adds -g by default (and its libc++ carries some), and the
+# cross build has no strip of its own for scikit-build-core's install --strip.
+add_compile_options(-g0)
+add_link_options(LINKER:--strip-all)

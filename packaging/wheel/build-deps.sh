@@ -5,7 +5,7 @@
 #   packaging/wheel/build-deps.sh ARCH PREFIX [ZIG_PYTHON]
 # ARCH: x86_64 or aarch64 (glibc 2.28). ZIG_PYTHON: a python with the ziglang package (default:
 # the wheel tools venv). A finished PREFIX (PREFIX/.ddprun-deps-key equal to this build's key:
-# the sources' versions, the script and the target) is left as it is.
+# the target, zig's version, the sources' versions and this script) is left as it is.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 arch="${1:?usage: build-deps.sh ARCH PREFIX [ZIG_PYTHON]}"
@@ -21,17 +21,21 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/ddprun/wheel"
 sources="$cache/sources"
 "$here/fetch-sources.sh" "$sources"
 
-key="$triple $(cat "$sources"/*/.ddprun-version | tr '\n' ' ')$(sha256sum "$0" | cut -c1-16)"
+key="$triple zig-$("$zig_python" -m ziglang version) $(cat "$sources"/*/.ddprun-version | tr '\n' ' ')$(sha256sum "$0" | cut -c1-16)"
 if [ "$(cat "$prefix/.ddprun-deps-key" 2>/dev/null)" = "$key" ]; then
   echo "build-deps: $prefix is up to date ($key)"
   exit 0
 fi
-rm -rf "$prefix" && mkdir -p "$prefix/bin"
+rm -rf "$prefix" && mkdir -p "$prefix"
 prefix="$(cd "$prefix" && pwd)"
 jobs="$(nproc)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
 
-# The compilers: zig for the target, as executables that configure scripts and CMake can run.
-tools="$prefix/bin"
+# The compilers: zig for the target, as executables that configure scripts and CMake can run
+# (for this build only: cmake/wheel/zig-toolchain.cmake makes its own for the Python it runs).
+tools="$work/bin"
+mkdir -p "$tools"
 for tool in cc c++ ar ranlib; do
   case "$tool" in
     cc|c++) command="\"$zig_python\" -m ziglang $tool -target $triple" ;;
@@ -46,8 +50,6 @@ cmake_common=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix"
   -DCMAKE_AR="$AR" -DCMAKE_RANLIB="$RANLIB" -DCMAKE_SYSTEM_NAME=Linux
   -DCMAKE_SYSTEM_PROCESSOR="$arch" -DBUILD_SHARED_LIBS=OFF
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON)
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 
 build_openssl() {
   cp -a "$sources/openssl" "$work/openssl"

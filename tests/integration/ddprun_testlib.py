@@ -1,6 +1,8 @@
 """Shared helpers for ddprun's process-level and end-to-end tests (stdlib only).
 
-- Paths: DDPRUN (the launcher) and FAKE_WORKER, under $DDPRUN_BUILD_DIR (default: <repo>/build).
+- Paths: DDPRUN (the launcher) and FAKE_WORKER, under $DDPRUN_BUILD_DIR (default: <repo>/build);
+  $DDPRUN_LAUNCHER names another launcher to test (the wheel's, installed: tests/wheel/), whose
+  ddprun-launch is the one beside it.
 - DdprunTestCase: a temp dir per test, a unique marker variable in every launched environment,
   and a tearDown that SIGKILLs every leftover process carrying that marker (workers run in
   their own process groups, so killing the launcher's group is not enough).
@@ -21,9 +23,10 @@ import uuid
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_DIR = os.path.abspath(os.environ.get("DDPRUN_BUILD_DIR", os.path.join(REPO_ROOT, "build")))
-DDPRUN = os.path.join(BUILD_DIR, "launcher", "ddprun")
+DDPRUN = os.path.abspath(os.environ.get("DDPRUN_LAUNCHER")
+                         or os.path.join(BUILD_DIR, "launcher", "ddprun"))
 # A link to ddprun: started under this name it stands in for torch.distributed.launch.
-DDPRUN_LAUNCH = os.path.join(BUILD_DIR, "launcher", "ddprun-launch")
+DDPRUN_LAUNCH = os.path.join(os.path.dirname(DDPRUN), "ddprun-launch")
 FAKE_WORKER = os.path.join(BUILD_DIR, "tests", "fake_worker")
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one with torch (if installed)
 MARKER_VAR = "DDPRUN_TEST_MARKER"
