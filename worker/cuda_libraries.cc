@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 namespace ddprun::worker {
 namespace {
@@ -29,8 +30,8 @@ std::vector<fs::path> EnvironmentRoots(const std::string& program_dir, const Env
   std::vector<fs::path> roots;
   if (!program_dir.empty()) roots.push_back(fs::path(program_dir).parent_path());
   for (const char* name : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
-    const char* value = env(name);
-    if (value != nullptr && *value != '\0') roots.emplace_back(value);
+    const auto value = env(name);
+    if (value && !value->empty()) roots.emplace_back(*value);
   }
   return roots;
 }
@@ -75,8 +76,7 @@ const CudaLibrary& CudartLibrary() {
 std::vector<std::string> CudaLibraryCandidates(const CudaLibrary& library,
                                                const std::string& program_dir,
                                                const EnvLookup& env) {
-  const char* chosen = env(library.env_var.c_str());
-  if (chosen != nullptr && *chosen != '\0') return {chosen};
+  if (const auto chosen = env(library.env_var); chosen && !chosen->empty()) return {*chosen};
   std::vector<std::string> paths(library.sonames.begin(), library.sonames.end());
   for (const auto& root : EnvironmentRoots(program_dir, env)) {
     for (const auto& site : SitePackages(root)) {
@@ -92,8 +92,11 @@ std::vector<std::string> CudaLibraryCandidates(const CudaLibrary& library,
 }
 
 void* LoadCudaLibrary(const CudaLibrary& library, std::string& reason) {
-  const auto candidates =
-      CudaLibraryCandidates(library, ProgramDir(), [](const char* name) { return std::getenv(name); });
+  const auto candidates = CudaLibraryCandidates(
+      library, ProgramDir(), [](const std::string& name) -> std::optional<std::string> {
+        const char* value = std::getenv(name.c_str());
+        return value ? std::optional<std::string>(value) : std::nullopt;
+      });
   std::vector<std::string> failures;
   for (const auto& path : candidates) {
     if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) return handle;

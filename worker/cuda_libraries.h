@@ -10,9 +10,10 @@
 //      runtime);
 //   4. the library's system folders (the CUDA toolkit's /usr/local/cuda/lib64).
 #pragma once
-#include <functional>
 #include <string>
 #include <vector>
+
+#include "worker/worker_env.h"  // EnvLookup
 
 namespace ddprun::worker {
 
@@ -25,8 +26,6 @@ struct CudaLibrary {
 
 const CudaLibrary& NcclLibrary();
 const CudaLibrary& CudartLibrary();
-
-using EnvLookup = std::function<const char*(const char*)>;
 
 // The files (existing ones, beyond the bare sonames of step 2) to try in order. `program_dir` is
 // the folder of the running program; `env` reads the environment.

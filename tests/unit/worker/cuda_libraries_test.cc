@@ -38,9 +38,9 @@ struct Environments {
 struct FakeEnv {
   std::map<std::string, std::string> values;
   EnvLookup Lookup() const {
-    return [this](const char* name) -> const char* {
+    return [this](const std::string& name) -> std::optional<std::string> {
       auto it = values.find(name);
-      return it == values.end() ? nullptr : it->second.c_str();
+      return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
     };
   }
 };
