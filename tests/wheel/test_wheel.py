@@ -152,8 +152,8 @@ class InstalledX86_64Wheel(unittest.TestCase):
                    cwd=self.tmp.name)
 
     def test_programs_are_on_the_venv_path_with_the_project_version(self):
-        version = re.search(r"project\(ddprun VERSION ([0-9.]+)",
-                            open(os.path.join(REPO_ROOT, "CMakeLists.txt")).read()).group(1)
+        with open(os.path.join(REPO_ROOT, "CMakeLists.txt")) as f:
+            version = re.search(r"project\(ddprun VERSION ([0-9.]+)", f.read()).group(1)
         self.assertIn(f"ddprun {version}", self.run_in_venv(["ddprun", "--version"]).stdout)
         for program in PROGRAMS[1:]:
             path = self.run_in_venv(["sh", "-c", f"command -v {program}"]).stdout.strip()
@@ -175,21 +175,21 @@ class InstalledX86_64Wheel(unittest.TestCase):
 
     def test_standalone_gloo_allreduce_is_exact(self):
         result = self.run_in_venv(["ddprun", "--standalone", "--nproc_per_node=2",
-                                   "ddprun-allreduce-check"], timeout=180)
-        self.assertEqual(len(re.findall(r"ok: backend=gloo, .* exact, barrier ok", result.stdout)), 2,
+                                   os.path.join(self.bin, "ddprun-allreduce-check")], timeout=180)
+        self.assertEqual(len(re.findall(r"ok: backend=cpu, .* exact, barrier ok", result.stdout)), 2,
                          result.stdout)
 
     def test_nccl_module_loads_the_cuda_runtime_at_run_time(self):
-        result = self.run_in_venv(["ddprun", "--standalone", "--nproc_per_node=1",
-                                   "ddprun-allreduce-check", "--backend", "nccl"],
-                                  timeout=180, check=False)
+        check = os.path.join(self.bin, "ddprun-allreduce-check")
+        result = self.run_in_venv(["ddprun", "--standalone", "--nproc_per_node=1", check,
+                                   "--backend", "nccl"], timeout=180, check=False)
         if result.returncode == 0:
             self.skipTest("a CUDA device is present: the NCCL backend ran")
         # The runtime's own words: libcudart was found and called (no GPU driver here).
         self.assertRegex(result.stderr, r"nccl backend unavailable: cudaGetDeviceCount: "
                          r"(CUDA driver|no CUDA-capable|.*driver)", result.stderr)
-        result = self.run_in_venv(["ddprun", "--standalone", "--nproc_per_node=1",
-                                   "ddprun-allreduce-check", "--backend", "nccl"], timeout=180,
+        result = self.run_in_venv(["ddprun", "--standalone", "--nproc_per_node=1", check,
+                                   "--backend", "nccl"], timeout=180,
                                   check=False, env={"DDPRUN_CUDART_LIBRARY": "/nonexistent/libcudart.so.13"})
         self.assertIn("DDPRUN_CUDART_LIBRARY=/nonexistent/libcudart.so.13 did not load", result.stderr)
 

@@ -52,7 +52,7 @@ def version_problems(name, library, version):
             return [f"{name}: uses {version} of {library}"]
         return [f"{name}: needs {version} of {library} (only glibc's symbol versions are allowed)"]
     if (int(match.group(1)), int(match.group(2))) > GLIBC_FLOOR:
-        return [f"{name}: needs {version} of {library}, above glibc 2.28"]
+        return [f"{name}: needs {version} of {library}, above glibc {GLIBC_FLOOR[0]}.{GLIBC_FLOOR[1]}"]
     return []
 
 
