@@ -29,14 +29,16 @@
 #                        --master_port=P (a free port), one worker each, both exit 0
 #     c10d-auth          two agents, --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:P
 #                        --rdzv_conf token_file=... (a 32-byte token, mode 600): the authenticated
-#                        rendezvous (docs/reliability.md), one worker each, both exit 0
+#                        rendezvous (docs/reliability.md), one worker each, both exit 0; before
+#                        the second joins, `ddprun-store` without the token is refused
 #     numa-dry-run       `--numa-binding=node --nproc_per_node=2 --dry-run` prints a plan with a
 #                        numa_binding line and each worker's cpus
 #     man                `MANPATH=/opt/ddprun-venv/share/man man -P cat ddprun` names ddprun
 #     completion         `ddprun --print-completion bash` is not empty
 #   arm64-allreduce (Debian 12 arm64 under qemu): version and standalone, with generous timeouts
 #   (qemu runs the programs 10 to 50 times slower).
-# - DDPRUN_CHECK_TIMEOUT=SECONDS overrides each check's timeout.
+# - DDPRUN_CHECK_TIMEOUT=SECONDS overrides each check's timeout; DDPRUN_CHECK_VERBOSE=1 shows
+#   the output of the checks that pass too.
 set -euo pipefail
 # The whole script is one block, read before it runs: editing the file while it runs (minutes
 # under qemu) cannot change what a running copy does.
@@ -162,6 +164,7 @@ report() {
   local took=$((SECONDS - start))
   if [ "$rc" -eq 0 ] && [ -z "$why" ]; then
     echo "PASS $name (${took} s)"
+    [ -z "${DDPRUN_CHECK_VERBOSE:-}" ] || sed 's/^/    /' "$output"
   else
     [ -n "$why" ] || why="exit $rc"
     [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || why="timed out"
@@ -212,6 +215,45 @@ check_two() {
   report "$name" "$(( rc0 > rc1 ? rc0 : rc1 ))" "$start" "$work/$name.log" "$why"
 }
 
+# check_c10d_auth PORT COMMAND: the authenticated c10d job. Node 0 starts and waits for node 1
+# at the store on PORT, which answers a client with the token (ddprun-store num-keys); a client
+# without it is refused ("requires a token", and node 0 logs the refusal); then node 1 joins and
+# both agents' jobs exit 0.
+check_c10d_auth() {
+  local name=c10d-auth port="$1" seconds="${DDPRUN_CHECK_TIMEOUT:-$default_timeout}"
+  shift
+  local rc0=0 rc1=0 start=$SECONDS pid why="" try
+  local store=(ddprun-store num-keys --port "$port" --connect-timeout 1 --timeout 5)
+  in_root "$seconds" "$@" >"$work/$name.0.log" 2>&1 </dev/null &
+  pid=$!
+  for try in $(seq 1 "$seconds"); do
+    ! in_root 10 "${store[@]}" --token-file "$token" >"$work/$name.store.log" 2>&1 </dev/null ||
+      break
+    [ "$try" -lt "$seconds" ] || why="the store on port $port never answered"
+    sleep 1
+  done
+  if [ -z "$why" ]; then
+    if in_root 10 "${store[@]}" >"$work/$name.stranger.log" 2>&1 </dev/null; then
+      why="a client without the token was served"
+    elif ! grep -q "requires a token" "$work/$name.stranger.log"; then
+      why="a client without the token was not told it needs one"
+    fi
+  fi
+  in_root "$seconds" "$@" >"$work/$name.1.log" 2>&1 </dev/null || rc1=$?
+  wait "$pid" || rc0=$?
+  {
+    echo "--- node 0 (exit $rc0)"; cat "$work/$name.0.log"
+    echo "--- a client without the token"; cat "$work/$name.stranger.log" 2>/dev/null || :
+    echo "--- node 1 (exit $rc1)"; cat "$work/$name.1.log"
+  } >"$work/$name.log"
+  [ "$rc0" -eq 0 ] || why="${why:+$why, }node 0 exit $rc0"
+  [ "$rc1" -eq 0 ] || why="${why:+$why, }node 1 exit $rc1"
+  if [ -z "$why" ] && ! grep -q "refused the connection" "$work/$name.0.log"; then
+    why="node 0 did not log the refusal"
+  fi
+  report "$name" "$(( rc0 > rc1 ? rc0 : rc1 ))" "$start" "$work/$name.log" "$why"
+}
+
 # A port nothing listens on now (the root shares this machine's network).
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
@@ -253,7 +295,7 @@ case "$mode" in
     port="$(free_port)"
     c10d=(ddprun --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$port" --rdzv_id=check-in-root
       --rdzv_conf "token_file=$token" --nnodes=2 --nproc_per_node=1 --no-python "${allreduce[@]}")
-    check_two c10d-auth "${c10d[@]}" -- "${c10d[@]}"
+    check_c10d_auth "$port" "${c10d[@]}"
     check numa-dry-run expect="cpus: " \
       ddprun --numa-binding=node --nproc_per_node=2 --dry-run --no-python ddprun-allreduce-check
     check man expect="ddprun" MANPATH=$venv/share/man man -P cat ddprun
