@@ -1,6 +1,7 @@
 """The wheels on other distributions (issue 38; packaging/wheel/make-root.sh, check-in-root.sh).
 
-For each wheel named by the environment, makes (or reuses, cached under
+For each wheel ($DDPRUN_WHEEL_X86_64 / $DDPRUN_WHEEL_AARCH64, else the newest in dist/), makes
+(or reuses, cached under
 ~/.cache/ddprun/wheel/roots) a Debian root with debootstrap, installs the wheel with pip into a
 venv of that root's own Python, and runs the checks there:
 - DDPRUN_WHEEL_X86_64: the x86_64 wheel in Debian 11 bullseye amd64 (glibc 2.31, Python 3.9):
@@ -9,7 +10,7 @@ venv of that root's own Python, and runs the checks there:
   venv's share/man and --print-completion bash (check-in-root.sh bullseye-full);
 - DDPRUN_WHEEL_AARCH64: the aarch64 wheel in Debian 12 bookworm arm64 under qemu-user-static:
   --version and the standalone allreduce (check-in-root.sh arm64-allreduce).
-A test whose variable is unset is skipped, saying so. Needs root (debootstrap, chroot, mounts),
+A test without its wheel is skipped, saying so. Needs root (debootstrap, chroot, mounts),
 debootstrap and qemu-user-static (scripts/install-deps.sh) and, the first time, Debian's mirror
 (the one apt uses). DDPRUN_WHEEL_ROOTS=DIR puts the roots under DIR instead.
 
@@ -25,6 +26,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPTS = os.path.join(REPO_ROOT, "packaging", "wheel")
+sys.path.insert(0, HERE)
+from test_wheel import wheel_path  # noqa: E402  ($DDPRUN_WHEEL_<ARCH>, else dist/'s newest)
 # Making a root, the first time: a download and dpkg (measured on 2 busy cores: Debian 11 amd64
 # 142 s, Debian 12 arm64 540 s, its dpkg runs under qemu); later runs reuse it at once.
 MAKE_ROOT_TIMEOUT = 3600
@@ -64,11 +67,12 @@ class WheelRoots(unittest.TestCase):
         if os.geteuid() != 0:
             self.skipTest("needs root (debootstrap, chroot, mounts)")
 
-    def check(self, variable, suite, arch, mode, expected_checks):
-        wheel = os.environ.get(variable)
+    def check(self, wheel_arch, suite, arch, mode, expected_checks):
+        wheel = wheel_path(wheel_arch)
         if not wheel:
-            self.skipTest("%s is not set: the path of the wheel to check (make wheel)" % variable)
-        self.assertTrue(os.path.isfile(wheel), "%s=%s: no such file" % (variable, wheel))
+            self.skipTest("no %s wheel: run make wheel (or set DDPRUN_WHEEL_%s)" %
+                          (wheel_arch, wheel_arch.upper()))
+        self.assertTrue(os.path.isfile(wheel), "%s: no such file" % wheel)
         root = os.path.join(roots_dir(), "%s-%s" % (suite, arch))
         code, output = run([os.path.join(SCRIPTS, "make-root.sh"), suite, arch, root],
                            MAKE_ROOT_TIMEOUT)
@@ -81,12 +85,12 @@ class WheelRoots(unittest.TestCase):
         self.assertNotIn("\nFAIL ", "\n" + output)
 
     def test_x86_64_wheel_in_debian_11(self):
-        self.check("DDPRUN_WHEEL_X86_64", "bullseye", "amd64", "bullseye-full",
+        self.check("x86_64", "bullseye", "amd64", "bullseye-full",
                    ["version", "python-m", "standalone", "static-2node", "c10d-auth",
                     "numa-dry-run", "man", "completion"])
 
     def test_aarch64_wheel_in_debian_12_arm64(self):
-        self.check("DDPRUN_WHEEL_AARCH64", "bookworm", "arm64", "arm64-allreduce",
+        self.check("aarch64", "bookworm", "arm64", "arm64-allreduce",
                    ["version", "standalone"])
 
 
