@@ -1,9 +1,8 @@
 """The wheels on other distributions (issue 38; packaging/wheel/make-root.sh, check-in-root.sh).
 
 For each wheel ($DDPRUN_WHEEL_X86_64 / $DDPRUN_WHEEL_AARCH64, else the newest in dist/), makes
-(or reuses, cached under
-~/.cache/ddprun/wheel/roots) a Debian root with debootstrap, installs the wheel with pip into a
-venv of that root's own Python, and runs the checks there:
+(or reuses, cached under ~/.cache/ddprun/wheel/roots) a Debian root with debootstrap, installs
+the wheel with pip into a venv of that root's own Python, and runs the checks there:
 - DDPRUN_WHEEL_X86_64: the x86_64 wheel in Debian 11 bullseye amd64 (glibc 2.31, Python 3.9):
   --version, python -m ddprun, the standalone gloo allreduce, a static two-node job over
   loopback, an authenticated c10d job, --numa-binding=node --dry-run, man ddprun from the
