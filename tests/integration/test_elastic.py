@@ -154,9 +154,13 @@ class ElasticTest(lib.DdprunTestCase):
         first_port, _ = self.wait_round(3)
         paused = others[1]
 
-        def events(i):
-            return [json.loads(line) for line in lib.read_file(logs[i]).splitlines()]
-        stale = [p for e in events(2) if e["event"] == "workers_started" for p in e["pids"]]
+        def events(i):  # whole lines only: the agent may be writing the last one
+            return [json.loads(line) for line in lib.read_file(logs[i]).split("\n")[:-1] if line]
+        # The workers can write their environment before their agent logs having started them
+        # (a ThreadSanitizer build, in a fresh-clone CI run): wait for the line.
+        def started_pids():
+            return [p for e in events(2) if e["event"] == "workers_started" for p in e["pids"]]
+        stale = lib.wait_for(started_pids, 30, "the paused node's workers_started event")
         self.assertEqual(len(stale), 1, events(2))
         os.kill(paused.pid, signal.SIGSTOP)
         try:
