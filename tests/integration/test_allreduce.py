@@ -17,15 +17,17 @@ from ddprun_testlib import BUILD_DIR, DDPRUN, DdprunTestCase, free_port
 CHECK = os.path.join(BUILD_DIR, "worker", "ddprun-allreduce-check")
 PERF = os.path.join(BUILD_DIR, "worker", "ddprun-allreduce-perf")
 STORE = os.path.join(BUILD_DIR, "tools", "ddprun-store")
+# The NCCL module built the wheel's way, for this test only (worker/CMakeLists.txt).
+NCCL_DLOPEN = os.path.join(BUILD_DIR, "worker", "libddprun_worker_nccl_dlopen.so")
 ROW = re.compile(r"^\s+\d+\s+\d+\s+\w+\s+sum\s")
 
 
 class AllreduceCheckTest(DdprunTestCase):
     require_binaries = (DDPRUN, CHECK, PERF)
 
-    def check(self, *args, nproc=4, backend="cpu", timeout=120):
+    def check(self, *args, nproc=4, backend="cpu", timeout=120, env=None):
         return self.ddprun("--standalone", "--nproc_per_node=%d" % nproc, "--no_python", CHECK,
-                           "--backend", backend, *args, timeout=timeout)
+                           "--backend", backend, *args, timeout=timeout, env=env)
 
     def test_four_ranks_pass(self):
         result = self.check()
@@ -63,6 +65,26 @@ class AllreduceCheckTest(DdprunTestCase):
         if result.returncode == 0:
             self.skipTest("a CUDA device is present: the NCCL backend ran")
         self.assertIn("nccl backend", result.stderr, result.describe())
+
+    @unittest.skipUnless(os.path.exists(NCCL_DLOPEN), "no CUDA headers: no run-time-loading module")
+    def test_nccl_module_loading_the_cuda_runtime_at_run_time(self):
+        # The wheel's module (docs/worker.md): the CUDA runtime is found and called when the
+        # module is first used (this machine: CUDA's runtime, no GPU driver), or named.
+        result = self.check(nproc=1, backend="nccl", timeout=60,
+                            env={"DDPRUN_NCCL_PLUGIN": NCCL_DLOPEN})
+        if result.returncode == 0:
+            self.skipTest("a CUDA device is present: the NCCL backend ran")
+        self.assertRegex(result.stderr, r"nccl backend unavailable: cudaGetDeviceCount: "
+                         r"(CUDA driver version is insufficient|no CUDA-capable device|"
+                         r"libcudart\.so\.13 or libcudart\.so\.12 not found \(on the loader's path)",
+                         result.describe())
+        result = self.check(nproc=1, backend="nccl", timeout=60,
+                            env={"DDPRUN_NCCL_PLUGIN": NCCL_DLOPEN,
+                                 "DDPRUN_CUDART_LIBRARY": "/nonexistent/libcudart.so.13"})
+        self.assertExit(result, 1)
+        self.assertIn("cudaGetDeviceCount: DDPRUN_CUDART_LIBRARY=/nonexistent/libcudart.so.13 did "
+                      "not load: /nonexistent/libcudart.so.13: cannot open shared object file",
+                      result.stderr, result.describe())
 
     @unittest.skipUnless(os.access(STORE, os.X_OK), "ddprun-store is not built")
     def test_agent_store_mode_every_rank_is_a_client(self):
