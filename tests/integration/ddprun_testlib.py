@@ -46,6 +46,17 @@ def wait_for(condition, timeout, what, interval=0.01):
         time.sleep(interval)
 
 
+def run_checked(argv, timeout, check=True, **kwargs):
+    """Runs argv to its end, its output captured as text; with `check`, a non-zero exit raises
+    AssertionError naming the command, its status and its output."""
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=timeout, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
+            " ".join(argv), result.returncode, result.stdout, result.stderr))
+    return result
+
+
 def proc_state(pid):
     """State letter from /proc/PID/stat (R, S, D, Z, ...), or None if there is no such process."""
     try:

@@ -17,11 +17,11 @@ the library. Completion is checked for ddprun-launch (the link to ddprun) too.
 The machine is left as it was: the test refuses to run when ddprun is already installed or
 when any file of the package already exists.
 """
+import functools
 import glob
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
 import docs_lib  # noqa: E402
+from ddprun_testlib import run_checked  # noqa: E402
 import hardening  # noqa: E402
 
 BUILD_DIR = os.path.abspath(os.environ.get("DDPRUN_BUILD_DIR", os.path.join(REPO_ROOT, "build")))
@@ -44,13 +45,7 @@ RPM_LICENSE = "/usr/share/licenses/ddprun/LICENSE"
 LICENSE = os.path.join(REPO_ROOT, "LICENSE")
 
 
-def run(argv, timeout=300, check=True, **kwargs):
-    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            timeout=timeout, **kwargs)
-    if check and result.returncode != 0:
-        raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
-            " ".join(argv), result.returncode, result.stdout, result.stderr))
-    return result
+run = functools.partial(run_checked, timeout=300)
 
 
 def only(pattern):

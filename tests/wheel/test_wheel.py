@@ -15,10 +15,10 @@ module's run-time loading (this machine has CUDA 13's runtime and no GPU: the ru
 error comes back; a DDPRUN_CUDART_LIBRARY that does not load is named). The checker itself must
 reject this machine's gcc build of ddprun (libstdc++, GLIBC_2.34), when one is built.
 """
+import functools
 import glob
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -27,7 +27,9 @@ import zipfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO_ROOT, "tests", "integration"))
 import wheel_elf  # noqa: E402
+from ddprun_testlib import run_checked  # noqa: E402
 
 PROGRAMS = ["ddprun", "ddprun-launch", "ddprun-store", "ddprun-allreduce-check",
             "ddprun-allreduce-perf"]
@@ -44,13 +46,7 @@ def wheel_path(arch):
     return found[-1] if found else None
 
 
-def run(argv, timeout=120, check=True, **kwargs):
-    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            timeout=timeout, **kwargs)
-    if check and result.returncode != 0:
-        raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
-            " ".join(argv), result.returncode, result.stdout, result.stderr))
-    return result
+run = functools.partial(run_checked, timeout=120)
 
 
 class WheelFiles:
