@@ -34,11 +34,23 @@ void SessionSweep::Guard(int session) {
   if (session > 1) sessions_.insert(session);
 }
 
-void SessionSweep::Prune(const std::vector<ProcessInfo>& table) {
+namespace {
+
+// The guarded sessions with a live process in `table`.
+std::set<int> LiveSessions(const std::set<int>& guarded, const std::vector<ProcessInfo>& table) {
   std::set<int> live;
   for (const auto& process : table) {
-    if (!process.dead && sessions_.count(process.session)) live.insert(process.session);
+    if (!process.dead && guarded.count(process.session)) live.insert(process.session);
   }
+  return live;
+}
+
+}  // namespace
+
+void SessionSweep::Prune(ProcessTable& table) {
+  std::set<int> live = LiveSessions(sessions_, table.Snapshot());
+  if (live.size() == sessions_.size()) return;
+  for (const int session : LiveSessions(sessions_, table.Snapshot())) live.insert(session);
   sessions_ = std::move(live);
 }
 
@@ -51,16 +63,22 @@ std::vector<ProcessInfo> SessionSweep::Targets(const std::vector<ProcessInfo>& t
 }
 
 // A killed process may still show as alive for a moment, and one that forked between the
-// snapshot and its kill leaves a child the snapshot did not have: hence the passes.
+// snapshot and its kill leaves a child the snapshot did not have: hence the passes; and a
+// snapshot can miss a child forked while it was taken (Prune): hence two empty ones to end.
 SweepReport SessionSweep::Sweep(ProcessTable& table, const SweepLimits& limits) const {
   SweepReport report;
   std::set<int> signalled;
   const auto start = table.Now();
   std::chrono::milliseconds pause{1};
+  int empty_in_a_row = 0;
   for (;;) {
     const std::vector<ProcessInfo> targets = Targets(table.Snapshot());
     ++report.passes;
-    if (targets.empty()) break;
+    if (targets.empty()) {
+      if (++empty_in_a_row == 2) break;
+      continue;
+    }
+    empty_in_a_row = 0;
     if (report.passes >= limits.max_passes || table.Now() - start >= limits.max_time) {
       for (const auto& process : targets) report.survivors.push_back(process.pid);
       break;

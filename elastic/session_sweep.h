@@ -51,12 +51,17 @@ class SessionSweep {
   void Guard(int session);
   const std::set<int>& Sessions() const { return sessions_; }
 
-  // Forgets the sessions with no live process in `table`: a session id is free for reuse once
-  // its last member has gone, and a stranger's new session must never be killed.
-  void Prune(const std::vector<ProcessInfo>& table);
+  // Forgets the sessions with no live process in two successive snapshots of `table`: a
+  // session id is free for reuse once its last member has gone, and a stranger's new session
+  // must never be killed. One snapshot is not enough: it lists /proc first and reads each entry
+  // after, so a child forked after the listing by a parent that has exited by its reading is in
+  // neither (the session looks empty while its child lives); the second listing starts after
+  // the first snapshot ends, and has that child.
+  void Prune(ProcessTable& table);
   // The live processes of the guarded sessions, in table order.
   std::vector<ProcessInfo> Targets(const std::vector<ProcessInfo>& table) const;
-  // Kills the targets pass after pass until a snapshot shows none, or the limits are hit.
+  // Kills the targets pass after pass until two successive snapshots show none (Prune says
+  // why one is not enough), or the limits are hit.
   SweepReport Sweep(ProcessTable& table, const SweepLimits& limits = {}) const;
 
  private:

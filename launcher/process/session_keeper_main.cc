@@ -60,7 +60,7 @@ int RunSessionKeeper() {
     if (size < 0 && errno == EINTR) continue;
     if (size <= 0) break;  // end of file: the launcher is gone
     sweep.Feed(std::string_view(buffer, static_cast<std::size_t>(size)));
-    sweep.Prune(table.Snapshot());
+    sweep.Prune(table);
   }
   const elastic::SweepReport report = sweep.Sweep(table);
   if (report.survivors.empty()) return 0;
