@@ -16,6 +16,7 @@ demo_packages=(
 packages=(
   "${demo_packages[@]}"
   scdoc iproute2 procps time
+  ccache   # CI's fresh clones recompile only what changed (CMakeLists.txt, DDPRUN_CCACHE)
   iptables   # make chaos: partitions (DROP) and packet loss (statistic match) per simulated host
   clang libclang-rt-14-dev   # make fuzz: clang++ and libFuzzer (a recommend of clang, so named)
   # make package / check-package (packaging/): dpkg-shlibdeps, file, rpmbuild, lintian; the
