@@ -145,7 +145,15 @@ class EtcdCluster {
   // The temporary directory, removed at the end of the test.
   const std::string& Dir() const { return dir_; }
   // SIGSTOP / SIGCONT of one member: a frozen machine (its sockets still accept connections).
-  void Stop(int member) { ::kill(pids_.at(member), SIGSTOP); }
+  // Stop returns once the member is stopped: kill() only sends the signal, and a member running
+  // on the other CPU meanwhile answered one more request (a CI failure of the frozen-member test).
+  void Stop(int member) {
+    const pid_t pid = pids_.at(member);
+    ::kill(pid, SIGSTOP);
+    int status = 0;
+    while (::waitpid(pid, &status, WUNTRACED) < 0 && errno == EINTR) {
+    }
+  }
   void Continue(int member) { ::kill(pids_.at(member), SIGCONT); }
   void Kill(int member) {
     pid_t& pid = pids_.at(member);
