@@ -36,21 +36,19 @@ void SessionSweep::Guard(int session) {
 
 namespace {
 
-// The guarded sessions with a live process in `table`.
-std::set<int> LiveSessions(const std::set<int>& guarded, const std::vector<ProcessInfo>& table) {
-  std::set<int> live;
-  for (const auto& process : table) {
-    if (!process.dead && guarded.count(process.session)) live.insert(process.session);
-  }
-  return live;
+// The sessions of `processes`.
+std::set<int> SessionsOf(const std::vector<ProcessInfo>& processes) {
+  std::set<int> sessions;
+  for (const auto& process : processes) sessions.insert(process.session);
+  return sessions;
 }
 
 }  // namespace
 
 void SessionSweep::Prune(ProcessTable& table) {
-  std::set<int> live = LiveSessions(sessions_, table.Snapshot());
+  std::set<int> live = SessionsOf(Targets(table.Snapshot()));
   if (live.size() == sessions_.size()) return;
-  for (const int session : LiveSessions(sessions_, table.Snapshot())) live.insert(session);
+  live.merge(SessionsOf(Targets(table.Snapshot())));
   sessions_ = std::move(live);
 }
 
