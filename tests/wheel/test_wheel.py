@@ -13,7 +13,8 @@ ddprun`. The x86_64 wheel is then installed with pip into a new venv and used: v
 -m ddprun`, man, completion, a 2-worker gloo allreduce under the wheel's ddprun, and the NCCL
 module's run-time loading (this machine has CUDA 13's runtime and no GPU: the runtime's own
 error comes back; a DDPRUN_CUDART_LIBRARY that does not load is named). The checker itself must
-reject this machine's gcc build of ddprun (libstdc++, GLIBC_2.34), when one is built.
+reject what this machine's g++ builds (libstdc++, GLIBC_2.34): its cmake always, the gcc tree's
+ddprun when one is built.
 """
 import functools
 import glob
