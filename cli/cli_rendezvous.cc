@@ -92,13 +92,15 @@ void CheckNodes(const LaunchConfig& config) {
   if (config.Etcd() && config.rdzv_endpoint.empty()) {
     throw UsageError(config.Given("rdzv_backend", config.rdzv_backend) +
                      ": the etcd rendezvous needs --rdzv_endpoint=HOST[:PORT][,HOST[:PORT]...] "
-                     "(every member of the etcd cluster; default port 2379)");
+                     "(every member of the etcd cluster; default port " +
+                     std::to_string(kDefaultEtcdPort) + ")");
   }
   if (config.Elastic() && config.rdzv_endpoint.empty()) {
     throw UsageError(config.Given("nnodes", NodesText(config)) + " with " +
                      config.Given("rdzv_backend", config.rdzv_backend) +
                      ": the c10d rendezvous needs --rdzv_endpoint=HOST[:PORT] (the node that "
-                     "serves the rendezvous store; default port 29400)");
+                     "serves the rendezvous store; default port " +
+                     std::to_string(kDefaultRendezvousPort) + ")");
   }
 }
 

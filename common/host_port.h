@@ -8,6 +8,10 @@ namespace ddprun {
 
 // torchrun's default port of the master (node 0's store): --master_port, MASTER_PORT.
 inline constexpr int kDefaultMasterPort = 29500;
+// torchrun's default port of a c10d --rdzv_endpoint (the rendezvous store), and etcd's client
+// port, the default of an etcd endpoint.
+inline constexpr int kDefaultRendezvousPort = 29400;
+inline constexpr int kDefaultEtcdPort = 2379;
 
 struct HostPort {
   std::string host;

@@ -5,8 +5,8 @@
 #include "common/duration.h"
 #include "common/env_names.h"
 #include "common/host_port.h"
-#include "launcher/cpu_binding_setup.h"
 #include "launcher/launch_setup.h"
+#include "launcher/machine_facts_reader.h"
 
 namespace ddprun::launcher {
 namespace {
@@ -101,9 +101,9 @@ void C10dNotes(const LaunchPlan& plan, Notes& notes) {
 // Several nodes: what the plan assumed, and what the rendezvous decides.
 void MultiNodeNotes(const LaunchConfig& config, const LaunchPlan& plan, Notes& notes) {
   const int nodes = plan.first_round.group_world_size;
-  if (config.min_nodes != config.max_nodes) {
-    notes.push_back("nnodes " + std::to_string(config.min_nodes) + ":" +
-                    std::to_string(config.max_nodes) + ": shown with " + std::to_string(nodes) +
+  if (plan.min_nodes != plan.max_nodes) {
+    notes.push_back("nnodes " + std::to_string(plan.min_nodes) + ":" +
+                    std::to_string(plan.max_nodes) + ": shown with " + std::to_string(nodes) +
                     " nodes");
   }
   if (plan.first_round.ranks_assumed) {
@@ -111,8 +111,8 @@ void MultiNodeNotes(const LaunchConfig& config, const LaunchPlan& plan, Notes& n
                     std::to_string(config.nproc_per_node) +
                     " workers (other nodes' counts are not known here)");
   }
-  if (!plan.first_round.use_agent_store && config.rdzv_settings.auth) {
-    notes.push_back("authenticated rendezvous (token from " + config.rdzv_settings.auth_source +
+  if (!plan.first_round.use_agent_store && plan.auth) {
+    notes.push_back("authenticated rendezvous (token from " + plan.auth_source +
                     "): the workers serve their own store, at a port node 0 picks");
   }
 
@@ -134,9 +134,9 @@ Notes PlanNotes(const LaunchConfig& config, const LaunchPlan& plan) {
   } else {
     MultiNodeNotes(config, plan, notes);
   }
-  if (!config.share_rdzv_store) {
+  if (plan.share_store_disabled) {  // static rendezvous: the workers keep the agents' store
     const bool is_static = plan.kind == LaunchKind::kStatic ||
-                           (plan.kind == LaunchKind::kSingleNode && !config.standalone);
+                           (plan.kind == LaunchKind::kSingleNode && plan.first_round.use_agent_store);
     notes.push_back(is_static ? kShareStoreStatic : kOwnStore);
   }
   if (plan.store_bind) {
@@ -192,7 +192,7 @@ void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan
                  const elastic::WorkerSpec& spec) {
   out << "ddprun dry run: nothing is launched\n";
   PrintPreset(out, config);
-  Field(out, "nnodes", std::to_string(config.min_nodes) + ":" + std::to_string(config.max_nodes));
+  Field(out, "nnodes", std::to_string(plan.min_nodes) + ":" + std::to_string(plan.max_nodes));
   Field(out, "nproc_per_node", std::to_string(config.nproc_per_node));
   Field(out, "node_rank", std::to_string(config.node_rank));
   Field(out, "rdzv_backend", config.rdzv_backend);
@@ -251,9 +251,9 @@ void PrintWorker(std::ostream& out, const elastic::WorkerLaunch& worker,
 }
 
 // MakeWorkerSpec's, with a timer file the launch would draw at random shown as such.
-elastic::WorkerSpec DryRunSpec(const LaunchConfig& config, const elastic::Environment& env,
-                               std::vector<elastic::CpuBinding> cpu_binding) {
-  elastic::WorkerSpec spec = MakeWorkerSpec(config, env, kDryRunLogDir, std::move(cpu_binding));
+elastic::WorkerSpec DryRunSpec(const LaunchConfig& config, const LaunchPlan& plan,
+                               const elastic::Environment& env) {
+  elastic::WorkerSpec spec = MakeWorkerSpec(config, plan, env, kDryRunLogDir);
   const auto given = env.find(env::kTimerFile);
   if (!spec.timer_file.empty() && (given == env.end() || given->second.empty())) {
     spec.timer_file = kDryRunTimerFile;
@@ -274,15 +274,13 @@ void PrintDryRun(std::ostream& out, const LaunchConfig& config, const LaunchPlan
 void PrintDryRun(std::ostream& out, const LaunchConfig& config,
                  const elastic::Environment& original_env,
                  const elastic::Environment& launcher_env) {
-  PrintDryRun(out, config, backend::PlanLaunch(config),
-              DryRunSpec(config, launcher_env, PlanWorkerCpus(config)), original_env);
+  const LaunchPlan plan = backend::PlanLaunch(config, ReadMachineFacts(config));
+  PrintDryRun(out, config, plan, DryRunSpec(config, plan, launcher_env), original_env);
 }
 
 int RunDryRun(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan,
-              const elastic::Environment& launcher_env,
-              std::vector<elastic::CpuBinding> cpu_binding) {
-  PrintDryRun(out, config, plan, DryRunSpec(config, launcher_env, std::move(cpu_binding)),
-              CurrentEnvironment());
+              const elastic::Environment& launcher_env) {
+  PrintDryRun(out, config, plan, DryRunSpec(config, plan, launcher_env), CurrentEnvironment());
   return 0;
 }
 

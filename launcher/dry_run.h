@@ -27,16 +27,15 @@ void PrintDryRun(std::ostream& out, const elastic::LaunchConfig& config,
                  const backend::LaunchPlan& plan, const elastic::WorkerSpec& spec,
                  const elastic::Environment& original_env);
 
-// The above for the plan of `config`, the spec of `launcher_env` and the CPUs of
-// PlanWorkerCpus(config).
+// The above for the plan of `config` on this machine (ReadMachineFacts) and the spec of
+// `launcher_env`.
 void PrintDryRun(std::ostream& out, const elastic::LaunchConfig& config,
                  const elastic::Environment& original_env,
                  const elastic::Environment& launcher_env);
 
-// PrintDryRun of `plan` and `cpu_binding` (PlanWorkerCpus's, as the run's) to `out` with this
-// process's environment as the original; returns exit status 0.
+// PrintDryRun of `plan` (the run's) to `out` with this process's environment as the original;
+// returns exit status 0.
 int RunDryRun(std::ostream& out, const elastic::LaunchConfig& config,
-              const backend::LaunchPlan& plan, const elastic::Environment& launcher_env,
-              std::vector<elastic::CpuBinding> cpu_binding);
+              const backend::LaunchPlan& plan, const elastic::Environment& launcher_env);
 
 }  // namespace ddprun::launcher

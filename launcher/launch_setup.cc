@@ -9,7 +9,6 @@
 
 #include "common/env_names.h"
 #include "common/errors.h"
-#include "common/hostname.h"
 #include "common/logging.h"
 
 extern char** environ;
@@ -150,9 +149,9 @@ RunLogDir::~RunLogDir() {
   fs::remove_all(temp_root_, ignored);
 }
 
-elastic::WorkerSpec MakeWorkerSpec(const LaunchConfig& config, const elastic::Environment& env,
-                                   const std::string& run_log_dir,
-                                   std::vector<elastic::CpuBinding> cpu_binding) {
+elastic::WorkerSpec MakeWorkerSpec(const LaunchConfig& config, const backend::LaunchPlan& plan,
+                                   const elastic::Environment& env,
+                                   const std::string& run_log_dir) {
   elastic::WorkerSpec spec;
   spec.role = config.role;
   spec.local_world_size = config.nproc_per_node;
@@ -164,14 +163,14 @@ elastic::WorkerSpec MakeWorkerSpec(const LaunchConfig& config, const elastic::En
   spec.tee = config.tee;
   spec.local_ranks_filter = config.local_ranks_filter;
   if (config.log_line_prefix_template) spec.prefix_template = *config.log_line_prefix_template;
-  spec.hostname = Hostname();
+  spec.hostname = plan.node.hostname;
   spec.virtual_local_rank = config.virtual_local_rank;
   spec.duplicate_stdout_filters = config.duplicate_stdout_filters;
   spec.duplicate_stderr_filters = config.duplicate_stderr_filters;
   spec.hang = config.hang;
   spec.max_no_progress_hangs = config.max_no_progress_hangs;
   spec.timer_file = FileTimerPath(env);
-  spec.cpu_binding = std::move(cpu_binding);
+  spec.cpu_binding = plan.cpu_bindings;
   return spec;
 }
 

@@ -6,6 +6,7 @@
 
 #include "elastic/attempt_plan.h"
 #include "elastic/launch_config.h"
+#include "launcher/backend/launch_plan.h"
 
 namespace ddprun::launcher {
 
@@ -42,11 +43,10 @@ class RunLogDir {
 // Python's tempfile).
 std::string FileTimerPath(const elastic::Environment& env);
 
-// The spec of this launch; its timer file (FileTimerPath) is chosen here, once. `cpu_binding`:
-// every local rank's CPUs (launcher/cpu_binding_setup.h PlanWorkerCpus), none without
-// --numa-binding.
+// The spec of this launch on the node `plan` describes (its host name, every local rank's
+// CPUs); its timer file (FileTimerPath) is chosen here, once.
 elastic::WorkerSpec MakeWorkerSpec(const elastic::LaunchConfig& config,
-                                   const elastic::Environment& env, const std::string& run_log_dir,
-                                   std::vector<elastic::CpuBinding> cpu_binding = {});
+                                   const backend::LaunchPlan& plan,
+                                   const elastic::Environment& env, const std::string& run_log_dir);
 
 }  // namespace ddprun::launcher

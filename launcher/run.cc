@@ -18,11 +18,11 @@
 #include "elastic/agent.h"
 #include "elastic/torchelastic_events.h"
 #include "launcher/agent_loop.h"
-#include "launcher/cpu_binding_setup.h"
 #include "cli/cli.h"
 #include "launcher/dry_run.h"
 #include "launcher/event_log_file.h"
 #include "launcher/launch_setup.h"
+#include "launcher/machine_facts_reader.h"
 #include "launcher/process/local_process_context.h"
 #include "launcher/backend/launch_backend.h"
 #include "launcher/process/output_sink.h"
@@ -133,25 +133,23 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
     spdlog::info("Rendezvous info: --rdzv-backend={} --rdzv-endpoint={} --rdzv-id={}",
                  config.rdzv_backend, config.rdzv_endpoint, config.rdzv_id);
   }
-  // Decided once, before the OMP banner, so that a binding that cannot be satisfied is one line.
-  std::vector<elastic::CpuBinding> cpus = PlanWorkerCpus(config);
+  // One plan: what the dry run prints is what the backend below executes. Decided before the
+  // OMP banner, so that a binding that cannot be satisfied is one line.
+  const backend::LaunchPlan plan = backend::PlanLaunch(config, ReadMachineFacts(config));
   const elastic::Environment env = LauncherEnvironment(config);
-  // One plan: what the dry run prints is what the backend below executes.
-  const backend::LaunchPlan plan = backend::PlanLaunch(config);
   if (config.dry_run) {  // before any dir or port
-    return ExitForHeldSignal(held, RunDryRun(std::cout, config, plan, env, std::move(cpus)),
-                             "while planning");
+    return ExitForHeldSignal(held, RunDryRun(std::cout, config, plan, env), "while planning");
   }
   if (plan.etcd_v2_note) spdlog::warn("{}", *plan.etcd_v2_note);
   const auto events = OpenEventLog(config);
   RunLogDir logs(config, config.rdzv_id);
   // Before any thread or worker; destroyed after the workers (its sweep ends the launch).
   const process::SessionKeeper keeper;
-  const elastic::WorkerSpec spec = MakeWorkerSpec(config, env, logs.Path(), std::move(cpus));
+  const elastic::WorkerSpec spec = MakeWorkerSpec(config, plan, env, logs.Path());
   const auto console_events = OpenConsoleEvents(config, spec);
   elastic::EventSinks sinks({events.get(), console_events.get()});
   asio::io_context io(kOneThread);
-  const auto backend = backend::MakeBackend(io, config, plan, spec);
+  const auto backend = backend::MakeBackend(io, plan, spec);
   process::LocalProcessContext processes(io, keeper.WriteFd());
   std::optional<ThreadRunner> runner;
   if (backend->blocking) runner.emplace(io);

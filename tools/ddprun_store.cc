@@ -196,13 +196,12 @@ struct RdzvCommand {
   std::string run_id;
   bool json = false;
 
-  static constexpr int kDefaultPort = 29400;  // --rdzv_endpoint's default port, as torchrun
-
   void AddTo(CLI::App& app) {
     auto* command = app.add_subcommand(
         "rdzv", "print a running c10d rendezvous (rounds, members, heartbeats); reads only");
     command->add_option("--endpoint,--rdzv_endpoint,--rdzv-endpoint", endpoint,
-                        "the rendezvous store, HOST[:PORT] (default port 29400)")
+                        "the rendezvous store, HOST[:PORT] (default port " +
+                            std::to_string(kDefaultRendezvousPort) + ")")
         ->required()->multi_option_policy(kLastWins);
     command->add_option("--rdzv_id,--rdzv-id", run_id, "the job's --rdzv_id")
         ->required()->multi_option_policy(kLastWins);
@@ -215,7 +214,7 @@ struct RdzvCommand {
     if (parsed.host.empty()) throw UsageError("--endpoint=" + endpoint + ": missing host");
     if (run_id.empty()) throw UsageError("--rdzv_id must not be empty");
     flags.host = parsed.host;
-    flags.port = parsed.port.value_or(kDefaultPort);
+    flags.port = parsed.port.value_or(kDefaultRendezvousPort);
     const std::string shown = HostPort{flags.host, flags.port}.ToString();
     auto store = Connect(flags);
     const auto view = tools::ReadRdzvView(store, run_id, shown);

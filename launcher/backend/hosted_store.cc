@@ -6,8 +6,7 @@
 
 namespace ddprun::launcher::backend {
 
-HostedStoreRendezvous::HostedStoreRendezvous(asio::io_context& io, const LaunchPlan& plan,
-                                             const std::string& free_port_hint)
+HostedStoreRendezvous::HostedStoreRendezvous(asio::io_context& io, const LaunchPlan& plan)
     : run_id_(plan.run_id), worker_store_bind_(plan.store_bind.value_or("")) {
   store::ServerOptions options;
   options.host = plan.served_store->bind;
@@ -15,7 +14,7 @@ HostedStoreRendezvous::HostedStoreRendezvous(asio::io_context& io, const LaunchP
   try {
     server_ = std::make_unique<store::TcpStoreServer>(io, options);
   } catch (const SystemError& error) {
-    throw UsageError(std::string(error.what()) + "; " + free_port_hint);
+    throw UsageError(std::string(error.what()) + "; " + plan.free_port_hint);
   }
   info_.master_addr = plan.first_round.master_addr;
   info_.master_port = server_->Port();

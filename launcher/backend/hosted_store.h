@@ -19,9 +19,9 @@ class HostedStoreRendezvous : public rendezvous::RendezvousHandler {
  public:
   // Listens where the single-node plan's served_store says (standalone: 127.0.0.1, ephemeral
   // port; static single node: every interface at --master_port); its rounds have the plan's
-  // MASTER_ADDR and the port bound. A port in use throws UsageError ending in `free_port_hint`.
-  HostedStoreRendezvous(asio::io_context& io, const LaunchPlan& plan,
-                        const std::string& free_port_hint);
+  // MASTER_ADDR and the port bound. A port in use throws UsageError ending in the plan's
+  // free_port_hint.
+  HostedStoreRendezvous(asio::io_context& io, const LaunchPlan& plan);
 
   rendezvous::RendezvousInfo NextRendezvous() override;
   void SetClosed() override { closed_ = true; }

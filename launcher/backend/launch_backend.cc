@@ -3,7 +3,6 @@
 #include "common/logging.h"
 #include "launcher/backend/elastic_backend.h"
 #include "launcher/backend/hosted_store.h"
-#include "launcher/backend/master_endpoint.h"
 #include "launcher/backend/static_backend.h"
 #include "store/tcp_store_client.h"
 
@@ -25,31 +24,28 @@ rendezvous::StoreConnector TcpStoreConnector(std::string host, int port,
   };
 }
 
-store::ServerOptions ServedStoreOptions(const ServedStore& served,
-                                        const elastic::LaunchConfig& config) {
+store::ServerOptions ServedStoreOptions(const ServedStore& served, const LaunchPlan& plan) {
   store::ServerOptions options;
   options.host = served.bind;
   options.port = served.port;
-  options.auth = config.rdzv_settings.auth;
+  options.auth = plan.auth;
   return options;
 }
 
-std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io,
-                                           const elastic::LaunchConfig& config,
-                                           const LaunchPlan& plan,
+std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io, const LaunchPlan& plan,
                                            const elastic::WorkerSpec& spec) {
   switch (plan.kind) {
     case LaunchKind::kElastic:
-      return MakeElasticBackend(io, config, plan, spec);
+      return MakeElasticBackend(io, plan, spec);
     case LaunchKind::kStatic:
-      return MakeStaticBackend(io, config, plan, spec);
+      return MakeStaticBackend(io, plan);
     case LaunchKind::kSingleNode:
       break;
   }
   if (plan.unused_token_note) spdlog::info("{}", *plan.unused_token_note);
   auto backend = std::make_unique<LaunchBackend>();
-  backend->rendezvous = std::make_unique<HostedStoreRendezvous>(io, plan, FreePortHint(config));
-  backend->agent_options.shutdown_timeout = config.shutdown_timeout;
+  backend->rendezvous = std::make_unique<HostedStoreRendezvous>(io, plan);
+  backend->agent_options.shutdown_timeout = plan.timeouts.shutdown;
   return backend;
 }
 

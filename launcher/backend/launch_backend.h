@@ -9,7 +9,6 @@
 
 #include "common/asio.h"
 #include "elastic/agent.h"
-#include "elastic/launch_config.h"
 #include "elastic/peer_monitor.h"
 #include "launcher/backend/launch_plan.h"
 #include "launcher/backend/store_server_thread.h"
@@ -41,16 +40,14 @@ rendezvous::StoreConnector TcpStoreConnector(std::string host, int port,
                                              std::chrono::milliseconds reply_timeout,
                                              std::shared_ptr<const store::AuthKey> auth);
 
-// The options of a store this node serves for other nodes: where `served` says, with config's
+// The options of a store this node serves for other nodes: where `served` says, with the plan's
 // token.
-store::ServerOptions ServedStoreOptions(const ServedStore& served,
-                                        const elastic::LaunchConfig& config);
+store::ServerOptions ServedStoreOptions(const ServedStore& served, const LaunchPlan& plan);
 
-// The backend of plan.kind, its stores, endpoints, ranks and master as `plan` says (the plan of
-// `config`: PlanLaunch); timeouts and the token come from `config`, this node's name from
-// `spec`. Logs plan.unused_token_note. Throws UsageError for what the launch cannot set up (a store
-// port in use, ...).
-std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io, const elastic::LaunchConfig& config,
-                                           const LaunchPlan& plan, const elastic::WorkerSpec& spec);
+// The backend of plan.kind: its stores, endpoints, ranks, master, timeouts and token all as
+// `plan` says (PlanLaunch); the workers per node from `spec`. Logs plan.unused_token_note.
+// Throws UsageError for what the launch cannot set up (a store port in use, ...).
+std::unique_ptr<LaunchBackend> MakeBackend(asio::io_context& io, const LaunchPlan& plan,
+                                           const elastic::WorkerSpec& spec);
 
 }  // namespace ddprun::launcher::backend

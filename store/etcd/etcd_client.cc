@@ -60,7 +60,7 @@ void ConnectTo(asio::io_context& io, const std::atomic<bool>& interrupted,
                beast::tcp_stream& stream, const HostPort& at, std::chrono::milliseconds timeout) {
   tcp::resolver resolver(io);
   boost::system::error_code error;
-  const auto addresses = resolver.resolve(at.host, std::to_string(at.port.value_or(2379)), error);
+  const auto addresses = resolver.resolve(at.host, std::to_string(at.port.value_or(kDefaultEtcdPort)), error);
   if (error) throw MemberError("cannot resolve " + at.host + ": " + error.message());
   stream.expires_after(timeout);
   const auto done =

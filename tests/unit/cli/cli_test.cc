@@ -13,7 +13,6 @@
 #include "common/errors.h"
 #include "cli/cli_internal.h"
 #include "launcher/dry_run.h"
-#include "launcher/backend/elastic_backend.h"
 #include "tests/unit/cli/cli_test_util.h"
 
 namespace {
@@ -650,14 +649,7 @@ TEST_CASE("etcd and etcd-v2 are the elastic rendezvous over etcd, on every membe
                Catch::StartsWith("--rdzv_backend=" + backend + ": ") &&
                    Catch::Contains("needs --rdzv_endpoint") && Catch::Contains("2379"));
   }
-  const LaunchConfig three =
-      ConfigWith({"--nnodes=1:3", "--rdzv_backend=etcd", "--rdzv_endpoint=a,b:1,[::1]"});
-  const std::vector<ddprun::HostPort> members = ddprun::launcher::backend::RendezvousEndpoints(three);
-  REQUIRE(members.size() == 3);
-  CHECK(members[0].ToString() == "a:2379");
-  CHECK(members[1].ToString() == "b:1");
-  CHECK(members[2].ToString() == "[::1]:2379");
-  CHECK_FALSE(ddprun::launcher::backend::ServesRendezvousStore(three));
+  // The members' list and ports are the plan's: launch_plan_table_test.cc.
   CHECK_THAT(ErrorOf({Train()}, {{"PET_RDZV_BACKEND", "zookeeper"}}),
              Catch::StartsWith("PET_RDZV_BACKEND=zookeeper: "));
 }
@@ -812,20 +804,6 @@ TEST_CASE("the dry run shows the file timer, a random path as such", "[cli][hang
   CHECK_THAT(drawn.str(), Catch::Contains("file_timer       : " + drawn_path + "\n") &&
                               Catch::Contains("env: TORCHELASTIC_TIMER_FILE=" + drawn_path));
   CHECK_THAT(given.str(), Catch::Contains("file_timer       : /run/t\n"));
-}
-
-TEST_CASE("the rendezvous store host: is the endpoint this machine?", "[cli][elastic]") {
-  using ddprun::launcher::backend::NamesThisMachine;
-  const std::vector<std::string> names{"node7", "node7.cluster.example", ""};
-  const std::vector<std::string> addresses{"127.0.0.1", "10.1.2.3", "::1"};
-  CHECK(NamesThisMachine("localhost", names, addresses));
-  CHECK(NamesThisMachine("127.0.0.5", names, addresses));
-  CHECK(NamesThisMachine("::1", names, addresses));
-  CHECK(NamesThisMachine("node7", names, addresses));
-  CHECK(NamesThisMachine("node7.cluster.example", names, addresses));
-  CHECK(NamesThisMachine("10.1.2.3", names, addresses));  // resolves to an interface address
-  CHECK_FALSE(NamesThisMachine("10.1.2.4", names, addresses));
-  CHECK_FALSE(NamesThisMachine("192.0.2.1", names, addresses));  // numeric: no DNS query
 }
 
 TEST_CASE("option --use_env is torch.distributed.launch's, and torchrun's behaviour", "[cli]") {

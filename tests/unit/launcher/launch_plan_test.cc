@@ -1,6 +1,7 @@
 // One plan for the run and the dry run (launcher/backend/launch_plan.h): the dry run prints the
 // plan it is given, and the backend the run builds from the same plan forms a first round whose
 // workers are those the dry run prints (what the plan knows only later taken from the round).
+// The plan's decisions as tables on made-up machines are in launch_plan_table_test.cc.
 #include "launcher/backend/launch_plan.h"
 
 #include <catch2/catch.hpp>
@@ -8,12 +9,13 @@
 #include <map>
 #include <sstream>
 
-#include "cli/cli.h"
 #include "elastic/round_sync.h"
 #include "launcher/backend/free_port.h"
 #include "launcher/backend/launch_backend.h"
 #include "launcher/dry_run.h"
 #include "launcher/launch_setup.h"
+#include "launcher/machine_facts_reader.h"
+#include "tests/unit/launcher/launch_plan_util.h"
 
 namespace {
 
@@ -28,15 +30,12 @@ using ddprun::launcher::backend::LaunchKind;
 using ddprun::launcher::backend::LaunchPlan;
 using ddprun::launcher::backend::PlanLaunch;
 using ddprun::rendezvous::RendezvousInfo;
-using Args = std::vector<std::string>;
+using ddprun::test::Args;
+using ddprun::test::Config;
 
-LaunchConfig Config(Args args) {
-  args.insert(args.end(), {"--nproc_per_node=2", "--no_python", "/bin/true"});
-  const auto no_env = [](const std::string&) -> std::optional<std::string> { return {}; };
-  const auto no_gpus = [] { return ddprun::cli::GpuCount{0, "no driver in tests"}; };
-  const ddprun::cli::CliResult result = ddprun::cli::ParseCommandLine(args, no_env, no_gpus);
-  REQUIRE(result.action == ddprun::cli::CliResult::Action::kRun);
-  return result.config;
+// The plan of `config` on this machine, as launcher/run.cc makes it.
+LaunchPlan PlanHere(const LaunchConfig& config) {
+  return PlanLaunch(config, ddprun::launcher::ReadMachineFacts(config));
 }
 
 std::string Port() { return std::to_string(ddprun::launcher::backend::PickFreePort("127.0.0.1")); }
@@ -44,7 +43,7 @@ std::string Port() { return std::to_string(ddprun::launcher::backend::PickFreePo
 std::string DryRun(const LaunchConfig& config, const LaunchPlan& plan) {
   std::ostringstream out;
   const WorkerSpec spec =
-      ddprun::launcher::MakeWorkerSpec(config, {}, ddprun::launcher::kDryRunLogDir);
+      ddprun::launcher::MakeWorkerSpec(config, plan, {}, ddprun::launcher::kDryRunLogDir);
   ddprun::launcher::PrintDryRun(out, config, plan, spec, {});
   return out.str();
 }
@@ -54,9 +53,9 @@ std::string DryRun(const LaunchConfig& config, const LaunchPlan& plan) {
 struct Node {
   explicit Node(const Args& args)
       : config(Config(args)),
-        plan(PlanLaunch(config)),
-        spec(ddprun::launcher::MakeWorkerSpec(config, {}, "")),
-        backend(ddprun::launcher::backend::MakeBackend(io, config, plan, spec)) {}
+        plan(PlanHere(config)),
+        spec(ddprun::launcher::MakeWorkerSpec(config, plan, {}, "")),
+        backend(ddprun::launcher::backend::MakeBackend(io, plan, spec)) {}
 
   // The first round and this node's ranks in it, as the agent takes them (elastic/agent.cc).
   std::pair<RendezvousInfo, RankAssignment> JoinFirstRound() {
@@ -145,7 +144,7 @@ void CheckEveryNodeRunsItsPlan(Nodes& nodes) {
 
 TEST_CASE("the dry run prints the plan it is given, not one of its own", "[launcher][plan]") {
   const LaunchConfig config = Config({"--nnodes=2", "--node_rank=1", "--master_addr=10.1.2.3"});
-  LaunchPlan plan = PlanLaunch(config);
+  LaunchPlan plan = PlanHere(config);
   std::ostringstream own;
   ddprun::launcher::PrintDryRun(own, config, {}, {});
   CHECK(DryRun(config, plan) == own.str());  // planning for the dry run is PlanLaunch
@@ -161,7 +160,7 @@ TEST_CASE("the dry run prints the plan it is given, not one of its own", "[launc
 TEST_CASE("elastic notes come from the plan", "[launcher][plan]") {
   const LaunchConfig config =
       Config({"--nnodes=1:3", "--rdzv_backend=c10d", "--rdzv_endpoint=10.255.0.1:29411"});
-  LaunchPlan plan = PlanLaunch(config);
+  LaunchPlan plan = PlanHere(config);
   CHECK(plan.kind == LaunchKind::kElastic);
   CHECK_THAT(DryRun(config, plan),
              Catch::Contains("this node is a client of the rendezvous store at 10.255.0.1:29411"));
@@ -196,7 +195,7 @@ TEST_CASE("standalone: the run's round is the planned one, the port chosen at la
 TEST_CASE("standalone with --nnodes=2: the dry run shows the one node the run launches",
           "[launcher][plan]") {
   const LaunchConfig config = Config({"--standalone", "--nnodes=2"});
-  const std::string text = DryRun(config, PlanLaunch(config));
+  const std::string text = DryRun(config, PlanHere(config));
   CHECK_THAT(text, Catch::Contains("  ranks            : 0-1 of world size 2\n"));
   CHECK_THAT(text, Catch::Contains("  env: MASTER_PORT=<chosen at launch>\n"));
   CHECK_THAT(text, Catch::Contains("  env: GROUP_WORLD_SIZE=1\n"));

@@ -46,14 +46,15 @@ TEST_CASE("the file timer: the user's TORCHELASTIC_TIMER_FILE, else a fresh temp
 }
 
 TEST_CASE("the worker spec takes the hang timeout and the timer file", "[launcher][hang]") {
-  const auto off = ddprun::launcher::MakeWorkerSpec(Config({}), {}, "/l");
+  const ddprun::launcher::backend::LaunchPlan plan;  // the spec's host name and CPUs
+  const auto off = ddprun::launcher::MakeWorkerSpec(Config({}), plan, {}, "/l");
   CHECK_FALSE(off.hang.On());
   CHECK(off.max_no_progress_hangs == 3);
   CHECK(off.timer_file.empty());
   const Environment env{{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"TMPDIR", "/s"}};
   const auto on = ddprun::launcher::MakeWorkerSpec(
-      Config({"--hang-timeout=2.5", "--hang-startup-timeout=7", "--max-no-progress-hangs=4"}), env,
-      "/l");
+      Config({"--hang-timeout=2.5", "--hang-startup-timeout=7", "--max-no-progress-hangs=4"}), plan,
+      env, "/l");
   CHECK(on.hang.hang == std::chrono::milliseconds(2500));
   CHECK(on.hang.startup == std::chrono::milliseconds(7000));
   CHECK(on.max_no_progress_hangs == 4);
