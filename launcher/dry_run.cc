@@ -188,25 +188,6 @@ std::string NumaBindingText(const std::string& mode, const elastic::WorkerSpec& 
                         : " (CPU-only job: local ranks spread over the NUMA nodes)");
 }
 
-// Several nodes: when a peer counts as lost, how long each wait lasts (the plan's timeouts).
-std::string TimeoutsText(const backend::LaunchTimeouts& timeouts) {
-  return "join " + DurationText(timeouts.join) + ", heartbeat " + DurationText(timeouts.heartbeat) +
-         " (a beat every " + DurationText(timeouts.keep_alive) + ", " +
-         std::to_string(timeouts.keep_alive_max_attempt) + " missed), read " +
-         DurationText(timeouts.read) + ", served store lingers " + DurationText(timeouts.linger) +
-         ", shutdown " + DurationText(timeouts.shutdown);
-}
-
-void PrintNode(std::ostream& out, const LaunchPlan& plan) {
-  if (plan.kind == LaunchKind::kSingleNode) return;
-  Field(out, "timeouts", TimeoutsText(plan.timeouts));
-  if (plan.kind != LaunchKind::kElastic) return;
-  const std::string& advertised = plan.node.advertised_addr;
-  Field(out, "node", plan.node.hostname + (advertised.empty() || advertised == plan.node.hostname
-                                                 ? std::string()
-                                                 : ", reached by other nodes at " + advertised));
-}
-
 void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan,
                  const elastic::WorkerSpec& spec) {
   out << "ddprun dry run: nothing is launched\n";
@@ -221,7 +202,6 @@ void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan
   const std::string master = MasterAddrShown(plan);
   Field(out, "master", at_rendezvous ? master : master + ":" + MasterPortShown(plan));
   Field(out, "max_restarts", std::to_string(config.max_restarts));
-  PrintNode(out, plan);
   PrintHangDetection(out, spec);
   if (!spec.timer_file.empty()) Field(out, "file_timer", spec.timer_file);
   if (config.numa_binding) Field(out, "numa_binding", NumaBindingText(*config.numa_binding, spec));
