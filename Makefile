@@ -58,7 +58,7 @@ WHEEL_TREE_KEY := $(shell echo "$(CURDIR)" | sha256sum | cut -c1-12)
 
 .PHONY: all deps configure build demo torch2-venv check check-sanitize check-tsan check-package \
   package wheel check-wheel check-wheel-interop fuzz fuzz-build chaos \
-  bench man clean help
+  bench man format clean help
 
 all: build
 
@@ -72,6 +72,7 @@ help:
 	@echo "make fuzz            libFuzzer targets (clang, $(FUZZ_DIR)/), $(FUZZ_SECONDS) s each"
 	@echo "make chaos           SEED=… SCHEDULES=… network-fault schedules on netns hosts, checked"
 	@echo "make bench           every bench/*.py script"
+	@echo "make format          clang-format every C++ file (make check fails on one that is not)"
 	@echo "make man             every program's man page ($(BUILD_DIR)/man/*.1.gz)"
 	@echo "make package         .deb (+ -dbgsym), .rpm (+ -debuginfo), .tar.gz in $(BUILD_DIR)/"
 	@echo "make check-package   package, then install the .deb for real, check it, remove it"
@@ -118,6 +119,10 @@ check: deps
 	torch2="$$(cat $(BUILD_DIR)/torch2-python 2>/dev/null || true)"; \
 	  if [ -n "$$torch2" ]; then export DDPRUN_TORCH2_PYTHON="$$torch2"; fi; \
 	  ctest --test-dir $(BUILD_DIR) $(CTEST_FLAGS)
+
+# .clang-format on every C++ file (integration.test_format checks it in make check).
+format:
+	$(PYTHON) scripts/check_format.py --fix
 
 # ASan + UBSan in a separate tree; the interop tests (real PyTorch, slow) are left out.
 check-sanitize: deps

@@ -19,6 +19,7 @@ packages=(
   ccache   # CI's fresh clones recompile only what changed (CMakeLists.txt, DDPRUN_CCACHE)
   iptables   # make chaos: partitions (DROP) and packet loss (statistic match) per simulated host
   clang libclang-rt-14-dev   # make fuzz: clang++ and libFuzzer (a recommend of clang, so named)
+  clang-format   # make check: integration.test_format (scripts/check_format.py); make format
   # make package / check-package (packaging/): dpkg-shlibdeps, file, rpmbuild, lintian; the
   # installed package's man pages, completion (bash, zsh, fish) and pkg-config file
   dpkg-dev file rpm lintian man-db bash-completion zsh fish pkg-config
