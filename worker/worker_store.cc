@@ -5,28 +5,17 @@
 #include "common/asio.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store_client.h"
-#include "store/tcp_store_server.h"
+#include "store/store_server_thread.h"
 
 namespace ddprun::worker {
 
-// The store server rank 0 hosts: an io_context running on its own thread.
+// The store server rank 0 hosts, on a thread of its own.
 class WorkerStore::Server {
  public:
-  explicit Server(int port) : server_(io_, store::ServerOptions{"", port, {}, 1, nullptr}) {
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~Server() {
-    asio::post(io_, [this] { server_.Stop(); });
-    work_.reset();
-    thread_.join();
-  }
+  explicit Server(int port) : server_(store::ServerOptions{"", port, {}, 1, nullptr}) {}
 
  private:
-  asio::io_context io_{kOneThread};
-  asio::executor_work_guard<asio::io_context::executor_type> work_ =
-      asio::make_work_guard(io_);
-  store::TcpStoreServer server_;
-  std::thread thread_;
+  store::StoreServerThread server_;
 };
 
 namespace {

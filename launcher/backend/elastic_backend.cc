@@ -23,14 +23,15 @@ class ThreadWorkerStoreHost : public rendezvous::WorkerStoreHost {
     server_.reset();
     store::ServerOptions options;
     options.host = host_;
-    server_ = std::make_unique<StoreServerThread>(options);
+    server_ = std::make_unique<store::StoreServerThread>(
+        options, store::StoreThreadOptions{.announce = true});
     return server_->Port();
   }
   void Stop() override { server_.reset(); }
 
  private:
   std::string host_;
-  std::unique_ptr<StoreServerThread> server_;
+  std::unique_ptr<store::StoreServerThread> server_;
 };
 
 // An authenticated rendezvous: rank 0's worker serves the workers' store itself, on a port of

@@ -11,11 +11,11 @@
 #include "elastic/agent.h"
 #include "elastic/peer_monitor.h"
 #include "launcher/backend/launch_plan.h"
-#include "launcher/backend/store_server_thread.h"
 #include "rendezvous/elastic_rendezvous_handler.h"
 #include "rendezvous/rendezvous_handler.h"
 #include "rendezvous/static_rendezvous.h"
 #include "rendezvous/store_failover.h"
+#include "store/store_server_thread.h"
 
 namespace ddprun::launcher::backend {
 
@@ -23,7 +23,7 @@ namespace ddprun::launcher::backend {
 // last (it lingers until its clients are gone).
 struct LaunchBackend {
   std::unique_ptr<rendezvous::StoreSite> store_site;          // elastic: serves a store it holds
-  std::unique_ptr<StoreServerThread> rendezvous_store;        // served here, or null
+  std::unique_ptr<store::StoreServerThread> rendezvous_store;  // served here, or null
   std::unique_ptr<rendezvous::WorkerStoreHost> worker_store;  // elastic rounds' worker store
   std::unique_ptr<rendezvous::RendezvousHandler> rendezvous;
   std::unique_ptr<elastic::PeerMonitor> monitor;  // null: no other node to watch

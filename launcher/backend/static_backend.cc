@@ -8,7 +8,7 @@
 #include "launcher/backend/join_progress.h"
 #include "launcher/backend/free_port.h"
 #include "launcher/backend/node_monitor.h"
-#include "launcher/backend/store_server_thread.h"
+#include "store/store_server_thread.h"
 #include "rendezvous/static_rendezvous.h"
 
 namespace ddprun::launcher::backend {
@@ -47,9 +47,9 @@ std::unique_ptr<LaunchBackend> MakeStaticBackend(asio::io_context& io, const Lau
   const LaunchTimeouts& timeouts = plan.timeouts;
   auto backend = std::make_unique<LaunchBackend>();
   if (plan.served_store) {  // node 0
-    backend->rendezvous_store = std::make_unique<StoreServerThread>(
-        ServedStoreOptions(*plan.served_store, plan), timeouts.linger, timeouts.heartbeat,
-        plan.free_port_hint);
+    backend->rendezvous_store = std::make_unique<store::StoreServerThread>(
+        ServedStoreOptions(*plan.served_store, plan),
+        store::StoreThreadOptions{timeouts.linger, timeouts.heartbeat, plan.free_port_hint, true});
     backend->hosted_store_load = [server = backend->rendezvous_store.get()] {
       return std::optional(server->Load());
     };

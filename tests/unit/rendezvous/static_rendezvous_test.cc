@@ -4,8 +4,8 @@
 #include <thread>
 
 #include "elastic/round_sync.h"
-#include "launcher/backend/store_server_thread.h"
 #include "store/in_memory_store.h"
+#include "store/store_server_thread.h"
 #include "rendezvous/static_rendezvous.h"
 #include "store/tcp_store_client.h"
 #include "tests/unit/common/fake_clock.h"
@@ -145,7 +145,7 @@ TEST_CASE("static rendezvous: two nodes over node 0's real TCP store on loopback
   store::ServerOptions served;
   served.host = "127.0.0.1";
   if (authenticated) served.auth = std::make_shared<const store::AuthKey>("the-job-token-0123456789");
-  launcher::backend::StoreServerThread server(served);
+  store::StoreServerThread server(served);
   auto connect = [&](std::chrono::milliseconds timeout) -> std::shared_ptr<store::Store> {
     store::ClientOptions options;
     options.port = server.Port();

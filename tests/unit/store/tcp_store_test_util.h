@@ -17,6 +17,7 @@
 
 #include "common/asio.h"
 #include "store/tcp_store_client.h"
+#include "store/store_server_thread.h"
 #include "store/tcp_store_server.h"
 
 namespace ddprun::store::testing {
@@ -27,32 +28,11 @@ inline ServerOptions Threads(int io_threads, ServerOptions options = {}) {
   return options;
 }
 
-class ServerThread {
+// The store server thread (store/store_server_thread.h) with what the store tests ask of it.
+class ServerThread : public StoreServerThread {
  public:
-  explicit ServerThread(ServerOptions options = {}) : server_(io_, std::move(options)) {
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~ServerThread() {
-    asio::post(io_, [this] { server_.Stop(); });
-    thread_.join();
-  }
+  explicit ServerThread(ServerOptions options = {}) : StoreServerThread(options) {}
 
-  int Port() const { return server_.Port(); }
-
-  // Runs `fn(server)` on the io thread and returns its result.
-  template <typename Fn>
-  auto OnIo(Fn fn) {
-    std::packaged_task<decltype(fn(server_))()> task([&] { return fn(server_); });
-    auto result = task.get_future();
-    asio::post(io_, [&task] { task(); });
-    return result.get();
-  }
-
-  // Runs `use(KeySpace&)` under the key space's lock, on the calling thread.
-  template <typename Use>
-  auto WithKeys(Use use) {
-    return server_.WithKeys(use);
-  }
   std::size_t WaiterRegistrations() {
     return WithKeys([](KeySpace& keys) { return keys.WaiterRegistrations(); });
   }
@@ -75,11 +55,6 @@ class ServerThread {
     options.generation = generation;
     return options;
   }
-
- private:
-  asio::io_context io_;
-  TcpStoreServer server_;
-  std::thread thread_;
 };
 
 // A blocking loopback socket with a 10 s receive timeout.
