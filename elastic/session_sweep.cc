@@ -46,9 +46,9 @@ std::set<int> SessionsOf(const std::vector<ProcessInfo>& processes) {
 }  // namespace
 
 void SessionSweep::Prune(ProcessTable& table) {
-  std::set<int> live = SessionsOf(Targets(table.Snapshot()));
+  std::set<int> live = SessionsOf(Targets(table.Snapshot(sessions_)));
   if (live.size() == sessions_.size()) return;
-  live.merge(SessionsOf(Targets(table.Snapshot())));
+  live.merge(SessionsOf(Targets(table.Snapshot(sessions_))));
   sessions_ = std::move(live);
 }
 
@@ -70,7 +70,7 @@ SweepReport SessionSweep::Sweep(ProcessTable& table, const SweepLimits& limits) 
   std::chrono::milliseconds pause{1};
   int empty_in_a_row = 0;
   for (;;) {
-    const std::vector<ProcessInfo> targets = Targets(table.Snapshot());
+    const std::vector<ProcessInfo> targets = Targets(table.Snapshot(sessions_));
     ++report.passes;
     if (targets.empty()) {
       if (++empty_in_a_row == 2) break;

@@ -22,8 +22,9 @@ struct ProcessInfo {
 class ProcessTable {
  public:
   virtual ~ProcessTable() = default;
-  // Every process now.
-  virtual std::vector<ProcessInfo> Snapshot() = 0;
+  // The processes of `sessions` now, dead ones included; a table may list others too (only the
+  // guarded sessions' are looked at), so that the real one need not read every process.
+  virtual std::vector<ProcessInfo> Snapshot(const std::set<int>& sessions) = 0;
   // SIGKILLs `process` if it still exists and is still in its session (no pid-reuse victims).
   virtual void Kill(const ProcessInfo& process) = 0;
   // Waits before the next pass (killed processes take a moment to die).

@@ -41,6 +41,12 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# What ddprun loads on first use (cmake/LazyLibraries.cmake) is no DT_NEEDED entry for
+# dpkg-shlibdeps or rpmbuild to find: named here (rpmbuild's requirements below).
+if(DDPRUN_LAZY_DEB_DEPENDS)
+  list(REMOVE_DUPLICATES DDPRUN_LAZY_DEB_DEPENDS)
+  string(REPLACE ";" ", " CPACK_DEBIAN_PACKAGE_DEPENDS "${DDPRUN_LAZY_DEB_DEPENDS}")
+endif()
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3")
@@ -57,6 +63,9 @@ set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
 set(CPACK_RPM_PACKAGE_RELEASE 1)
 set(CPACK_RPM_PACKAGE_LICENSE "BSD-3-Clause")  # SPDX, as Fedora and openSUSE spell it
 set(CPACK_RPM_PACKAGE_GROUP "Development/Tools")
+if(DDPRUN_LAZY_RPM_REQUIRES)
+  string(REPLACE ";" ", " CPACK_RPM_PACKAGE_REQUIRES "${DDPRUN_LAZY_RPM_REQUIRES}")
+endif()
 # No /usr/lib/.build-id links: the .rpm holds the same files as the .deb, plus the licence
 # (stage_extras.cmake) as %license.
 set(CPACK_RPM_SPEC_MORE_DEFINE "%define _build_id_links none")

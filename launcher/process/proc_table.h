@@ -1,4 +1,5 @@
-// The real ProcessTable (elastic/session_sweep.h): every process from /proc/<pid>/stat, and
+// The real ProcessTable (elastic/session_sweep.h): the guarded sessions' processes from /proc
+// (getsid(2) for each listed pid, /proc/<pid>/stat for theirs), and
 // kills through a pidfd after checking again that the pid still names a process of the same
 // session, so that a pid reused between the snapshot and the kill is never signalled.
 #pragma once
@@ -18,7 +19,7 @@ std::optional<elastic::ProcessInfo> ReadProcStat(int pid);
 
 class ProcProcessTable : public elastic::ProcessTable {
  public:
-  std::vector<elastic::ProcessInfo> Snapshot() override;
+  std::vector<elastic::ProcessInfo> Snapshot(const std::set<int>& sessions) override;
   void Kill(const elastic::ProcessInfo& process) override;
   void Pause(std::chrono::milliseconds duration) override;
   std::chrono::steady_clock::time_point Now() override;

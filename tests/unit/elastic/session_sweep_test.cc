@@ -25,7 +25,10 @@ class FakeTable : public ProcessTable {
   std::map<int, std::vector<ProcessInfo>> views;
   int snapshots = 0;
 
-  std::vector<ProcessInfo> Snapshot() override {
+  std::vector<std::set<int>> asked;  // the sessions each snapshot was asked for
+
+  std::vector<ProcessInfo> Snapshot(const std::set<int>& sessions) override {
+    asked.push_back(sessions);
     ++snapshots;
     if (const auto view = views.find(snapshots); view != views.end()) return view->second;
     return processes;
@@ -213,4 +216,15 @@ TEST_CASE("a sweep with nothing to kill takes two looks", "[elastic][orphans]") 
   CHECK(report.killed == 0);
   CHECK(table.kills.empty());
   CHECK(table.pauses.empty());
+}
+
+TEST_CASE("a snapshot is asked for the guarded sessions only", "[elastic][orphans]") {
+  // The real table reads /proc/<pid>/stat only for these (launcher/process/proc_table.h).
+  FakeTable table = Job();
+  SessionSweep sweep = Guarding({100, 200, 300});
+  sweep.Prune(table);  // 300 is gone: forgotten after two snapshots
+  CHECK(table.asked == std::vector<std::set<int>>{{100, 200, 300}, {100, 200, 300}});
+  const SweepReport report = sweep.Sweep(table);
+  CHECK(report.killed == 6);
+  CHECK(table.asked.back() == std::set<int>{100, 200});
 }

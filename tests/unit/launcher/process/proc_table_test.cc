@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <set>
 
 #include "launcher/process/proc_table.h"
 
@@ -39,10 +40,22 @@ TEST_CASE("a malformed stat line is no process", "[launcher][orphans]") {
 TEST_CASE("the /proc table lists this process in its session", "[launcher][orphans]") {
   launcher::process::ProcProcessTable table;
   bool found = false;
-  for (const auto& process : table.Snapshot()) {
+  for (const auto& process : table.Snapshot({getsid(0)})) {
     if (process.pid == getpid()) found = process.session == getsid(0) && !process.dead;
   }
   CHECK(found);
+}
+
+TEST_CASE("the /proc table lists the asked sessions' processes only", "[launcher][orphans]") {
+  launcher::process::ProcProcessTable table;
+  const std::set<int> ours{getsid(0)};
+  const auto listed = table.Snapshot(ours);
+  CHECK_FALSE(listed.empty());
+  for (const auto& process : listed) CHECK(process.session == getsid(0));
+  const int init_session = getsid(1);  // pid 1 leads its session, never this test's
+  REQUIRE(init_session != getsid(0));
+  for (const auto& process : table.Snapshot(ours)) CHECK(process.pid != 1);
+  CHECK(table.Snapshot({}).empty());
 }
 
 TEST_CASE("the /proc table kills a process only while it is in the expected session",
