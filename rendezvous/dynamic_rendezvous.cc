@@ -274,7 +274,7 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
   }
   const auto deadline = clock().Now() + timeout;
   const std::string beat =
-      RoundKey(ticket.round, "fhb_at/" + std::to_string(ticket.seq.Arrivals()));
+      keys_.FormingHeartbeatAt(ticket.round, ticket.seq.Arrivals());
   for (;;) {
     try {
       store_->Wait({key}, std::min(interval, Left(deadline)));
@@ -298,7 +298,7 @@ void DynamicRendezvous::WaitAlone(const std::string& key, const Ticket& ticket,
   const milliseconds check_every = options_.alone_check_interval;
   const auto deadline = clock().Now() + timeout;
   const std::string beat =
-      RoundKey(ticket.round, "fhb_at/" + std::to_string(ticket.seq.Arrivals()));
+      keys_.FormingHeartbeatAt(ticket.round, ticket.seq.Arrivals());
   auto next_beat = beat_every.count() > 0 ? clock().Now() + beat_every : TimePoint::max();
   auto next_check = clock().Now() + check_every;
   bool alone = true;
@@ -341,7 +341,7 @@ void DynamicRendezvous::SweepSilentMembers(int round) {
   const std::int64_t now = WallClockMs(clock());
   for (int rank = 0; rank < members; ++rank) {
     if (store_->Check({RoundKey(round, "acct/" + std::to_string(rank))})) continue;
-    const std::string beat = RoundKey(round - 1, "hb_at/" + std::to_string(rank));
+    const std::string beat = keys_.HeartbeatAt(round - 1, rank);
     const std::optional<std::int64_t> last =
         store_->Check({beat}) ? std::optional<std::int64_t>(IntText(store_->GetString(beat)))
                               : base;

@@ -36,6 +36,8 @@
 //   change   the first reason round k must end (failure, node lost, node waiting, leaving).
 //   hb/<t>   heartbeat counter of group rank t (ticket t+1); its ring neighbour watches it;
 //   hb_at/<t> the wall-clock time (epoch ms) of its last beat, for views.
+//   alive/<t> (etcd) attached to group rank t's lease while it keeps it alive; its ring
+//            neighbour watches it (rendezvous/lease_liveness_rules.h).
 //   master   "host:port" of the round's worker store (served by group rank 0).
 //   agent/   the round's agent keys (failure and exit barriers).
 // plus "ddprun/rdzv/<run_id>/round" (the newest round opened, a hint for joiners),
@@ -81,6 +83,25 @@ struct RendezvousKeys {
   std::string Node(int round, int ticket) const {
     return Round(round, "node/" + std::to_string(ticket));
   }
+  // The liveness keys of group rank `rank` of `round` (layout above): hb/<r>, hb_at/<r>,
+  // alive/<r>, gone/<r>; fhb_at/<ticket> while the round forms; "gone", how many members of
+  // round-1 were declared gone.
+  std::string Heartbeat(int round, int rank) const {
+    return Round(round, "hb/" + std::to_string(rank));
+  }
+  std::string HeartbeatAt(int round, int rank) const {
+    return Round(round, "hb_at/" + std::to_string(rank));
+  }
+  std::string FormingHeartbeatAt(int round, int ticket) const {
+    return Round(round, "fhb_at/" + std::to_string(ticket));
+  }
+  std::string Alive(int round, int rank) const {
+    return Round(round, "alive/" + std::to_string(rank));
+  }
+  std::string Gone(int round, int rank) const {
+    return Round(round, "gone/" + std::to_string(rank));
+  }
+  std::string GoneCount(int round) const { return Round(round, "gone"); }
 };
 
 // What a node announces about itself when it joins a round.
@@ -272,6 +293,7 @@ class DynamicRendezvous {
   std::string RoundKey(int round, const std::string& name) const {
     return keys_.Round(round, name);
   }
+  const RendezvousKeys& Keys() const { return keys_; }
 
  private:
   using TimePoint = Clock::TimePoint;

@@ -50,7 +50,7 @@ bool DynamicRendezvous::AccountedAndSealable(int round) {
   if (quorum.Holds()) return false;
   for (int rank = 0; rank < quorum.previous_nodes; ++rank) {
     if (quorum.rejoined.contains(rank)) continue;
-    if (!store_->Check({RoundKey(round - 1, "gone/" + std::to_string(rank))})) return false;
+    if (!store_->Check({keys_.Gone(round - 1, rank)})) return false;
   }
   return true;
 }
@@ -208,7 +208,7 @@ std::vector<std::pair<int, int>> DynamicRendezvous::DeadWhileForming(int round, 
     }
     const NodeRecord node = NodeRecord::Decode(store_->GetString(record));
     std::int64_t last = node.at_ms.value_or(now);
-    const std::string beat = RoundKey(round, "fhb_at/" + std::to_string(ticket));
+    const std::string beat = keys_.FormingHeartbeatAt(round, ticket);
     if (store_->Check({beat}))
       last = std::max<std::int64_t>(last, IntText(store_->GetString(beat)));
     if (now - last > patience) dropped.emplace_back(ticket, node.node.local_world_size);
@@ -227,7 +227,7 @@ int DynamicRendezvous::RestartCountFor(int round) {
         IntField(Json::parse(store_->GetString(RoundKey(round - 1, "sealed"))), "restarts");
   }
   const bool failed = store_->Add(RoundKey(round, "failures"), 0) > 0;
-  const bool lost_a_member = store_->Add(RoundKey(round, "gone"), 0) > 0;
+  const bool lost_a_member = store_->Add(keys_.GoneCount(round), 0) > 0;
   // A member that lost the store stopped its workers, so the others' failed: not a failure.
   const bool outage = store_->Add(RoundKey(round, "outage"), 0) > 0;
   return restarts + (failed && !lost_a_member && !outage ? 1 : 0);
@@ -241,11 +241,11 @@ void DynamicRendezvous::DeclareGone(int round, int group_rank, const RoundChange
 void DynamicRendezvous::AccountGone(int round, int group_rank, const RoundChange& change) {
   const std::string token = options_.node.host + ":" + std::to_string(options_.node.pid);
   const store::Bytes mark = store::Store::ToBytes(token);
-  const std::string gone = RoundKey(round, "gone/" + std::to_string(group_rank));
+  const std::string gone = keys_.Gone(round, group_rank);
   // Counted once, whoever declares it and however often (the same watch may declare twice).
   if (store_->Add(gone + "/n", 1) != 1) return;
   store_->Set(gone, mark);
-  store_->Add(RoundKey(round + 1, "gone"), 1);  // before the accounting: read by the sealer
+  store_->Add(keys_.GoneCount(round + 1), 1);  // before the accounting: read by the sealer
   if (change.kind == RoundChange::Kind::kNodeLost) store_->Add(RoundKey(round + 1, "lost"), 1);
   if (change.kind == RoundChange::Kind::kNodeLeaving) store_->Add(RoundKey(round + 1, "left"), 1);
   if (!store_->Check({RoundKey(round, "sealed")})) return;

@@ -29,7 +29,7 @@ ElasticRendezvousHandler::ElasticRendezvousHandler(ElasticHandlerOptions options
 RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
   for (int moves = 0;; ++moves) {
     PrepareStore();
-    const auto attempt_started = site_.Now();
+    const auto attempt_started = site_.clock().Now();
     try {
       if (options_.replicated_store && !answered_) {  // a first contact, read_timeout-bound
         store_->Check({keys_.Closed()});
@@ -93,7 +93,7 @@ void ElasticRendezvousHandler::PrepareStore() {
   }
   if (!store_) {
     StoreAt located = failover_.Locate(options_.endpoints, options_.serve_first,
-                                       site_.Now() + options_.rendezvous.join_timeout);
+                                       site_.clock().Now() + options_.rendezvous.join_timeout);
     // Served here because no moved store was found (yet): the survivors of a lost store host
     // may move it only now that this restarted one serves a fresh store.
     const bool relocate = located.serving && located.epoch == 0 && options_.serve_first &&
@@ -125,7 +125,7 @@ void ElasticRendezvousHandler::PrepareStore() {
 // read_timeout; once it has, an outage is waited out for the join timeout.
 void ElasticRendezvousHandler::AwaitReplicatedStore(
     const store::StoreConnectionError& error, std::chrono::steady_clock::time_point attempt_started) {
-  const auto now = site_.Now();
+  const auto now = site_.clock().Now();
   const auto limit = answered_ ? options_.rendezvous.join_timeout : options_.read_timeout;
   const char* limit_name = answered_ ? "join timeout" : "read timeout";
   if (!outage_since_) {

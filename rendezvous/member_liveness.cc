@@ -8,15 +8,13 @@ HeartbeatCounterLiveness::HeartbeatCounterLiveness(LivenessScope scope, TimePoin
     : scope_(std::move(scope)), neighbour_(scope_.timeout, start) {}
 
 void HeartbeatCounterLiveness::Beat() {
-  const std::string me = std::to_string(scope_.me);
-  scope_.store->Add(scope_.keys.Round(scope_.round, "hb/" + me), 1);
-  scope_.store->SetString(scope_.keys.Round(scope_.round, "hb_at/" + me),
+  scope_.store->Add(scope_.keys.Heartbeat(scope_.round, scope_.me), 1);
+  scope_.store->SetString(scope_.keys.HeartbeatAt(scope_.round, scope_.me),
                           std::to_string(WallClockMs(*scope_.clock)));
 }
 
 bool HeartbeatCounterLiveness::NeighbourGone(TimePoint now) {
-  const auto beats =
-      scope_.store->Add(scope_.keys.Round(scope_.round, "hb/" + std::to_string(scope_.neighbour)), 0);
+  const auto beats = scope_.store->Add(scope_.keys.Heartbeat(scope_.round, scope_.neighbour), 0);
   return neighbour_.Observe(beats, now);
 }
 

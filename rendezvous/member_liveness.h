@@ -3,8 +3,9 @@
 //   HeartbeatCounterLiveness (c10d): a counter under the round's keys that the member bumps
 //     every keep_alive_interval; gone once it has not moved for interval x max_attempts on the
 //     watcher's own clock (HeartbeatWatch).
-//   LeaseLiveness (etcd, etcd_liveness.h): a key attached to an etcd lease that the member keeps
-//     alive; gone once etcd expired the lease and deleted the key.
+//   LeaseLiveness (etcd, launcher/backend/etcd_liveness.h): a key attached to an etcd lease that
+//     the member keeps alive; gone once etcd expired the lease and deleted the key (the rules:
+//     lease_liveness_rules.h).
 // Calls block on the store; they run on the monitor's thread. Interrupt() (any thread) ends a
 // blocked call.
 #pragma once
@@ -28,7 +29,7 @@ struct LivenessScope {
   int me = 0;                    // group rank
   int neighbour = -1;            // RingNeighbour(me, world); -1: alone
   std::chrono::milliseconds timeout{15'000};  // keep_alive_interval x keep_alive_max_attempt
-  Clock* clock = &RealClock();  // the beats' wall-clock times (not owned)
+  Clock* clock = &RealClock();  // the beats' wall-clock times, a lease's renewals (not owned)
   // Called at most once, on a thread of the liveness's own, when this member is gone without
   // the watch's help (etcd: no renewal came back for the lease's TTL), so that a watch blocked in
   // a store call still stops its workers; `why` as Beat's error says it. None: Beat only.

@@ -10,7 +10,6 @@ namespace ddprun::rendezvous {
 namespace {
 
 using std::chrono::milliseconds;
-using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
@@ -48,7 +47,7 @@ std::optional<StoreAt> StoreFailover::TryStore(const HostPort& at, int above, bo
 }
 
 std::optional<StoreAt> StoreFailover::Reconnect(const HostPort& at, int epoch, int round) {
-  const auto deadline = site_.Now() + options_.window;
+  const auto deadline = site_.clock().Now() + options_.window;
   for (;;) {
     const Reach reach = site_.Probe(at, options_.probe_timeout);
     if (reach == Reach::kRefused) return std::nullopt;
@@ -63,20 +62,20 @@ std::optional<StoreAt> StoreFailover::Reconnect(const HostPort& at, int epoch, i
         return found;
       }
     }
-    if (site_.Now() >= deadline) return std::nullopt;
+    if (site_.clock().Now() >= deadline) return std::nullopt;
     if (!site_.Pause(options_.retry)) ThrowCancelled();
   }
 }
 
 std::optional<StoreAt> StoreFailover::AwaitCandidate(const HostPort& at, int above) {
-  const auto deadline = site_.Now() + options_.window;
+  const auto deadline = site_.clock().Now() + options_.window;
   for (;;) {
     // Answered without the marker: it may be seeding; refused or silent: it may not have
     // noticed the loss yet. Either way, it has the window.
     if (site_.Probe(at, options_.probe_timeout) == Reach::kAnswered) {
       if (auto found = TryStore(at, above, false, ConnectBudget(deadline))) return found;
     }
-    if (site_.Now() >= deadline) return std::nullopt;
+    if (site_.clock().Now() >= deadline) return std::nullopt;
     if (!site_.Pause(options_.retry)) ThrowCancelled();
   }
 }
@@ -107,7 +106,7 @@ StoreAt StoreFailover::ServeHere(const HostPort& served, const HostPort& adverti
 }
 
 StoreAt StoreFailover::Locate(const std::vector<HostPort>& endpoints, bool serve_first,
-                              Clock::time_point deadline) {
+                              Clock::TimePoint deadline) {
   if (serve_first && !endpoints.empty()) {
     // The job moved while this node was away.
     if (auto found = FindMoved(endpoints, options_.probe_timeout)) return *found;
@@ -123,7 +122,7 @@ StoreAt StoreFailover::Locate(const std::vector<HostPort>& endpoints, bool serve
       // The job's own endpoint refusing its token is final: every node needs the same one.
       if (auto found = TryStore(endpoints[i], i == 0 ? -1 : 0, i == 0)) return *found;
     }
-    if (site_.Now() >= deadline) break;
+    if (site_.clock().Now() >= deadline) break;
     if (!site_.Pause(options_.retry)) ThrowCancelled();
   }
   throw RendezvousConnectionError("no rendezvous store answered at " + tried +
@@ -141,8 +140,8 @@ std::optional<StoreAt> StoreFailover::FindMoved(const std::vector<HostPort>& end
   return std::nullopt;
 }
 
-milliseconds StoreFailover::ConnectBudget(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - site_.Now());
+milliseconds StoreFailover::ConnectBudget(Clock::TimePoint deadline) {
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - site_.clock().Now());
   return std::max(left, options_.probe_timeout);
 }
 

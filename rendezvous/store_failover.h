@@ -1,6 +1,7 @@
 // Where the rendezvous store is, and who serves it once it is lost (docs/elastic.md, "Surviving
-// the loss of the store host"). Policy only, over the StoreSite seam (probe, connect, serve,
-// pause, clock): launcher/ implements the site over TCP, tests with a fake site and clock.
+// the loss of the store host"). Policy only, over the StoreSite seam (probe, connect, serve; its
+// time is a Clock and its waits a CancellablePause): launcher/ implements the site over TCP,
+// tests with a fake site on a fake clock (tests/unit/rendezvous/fake_store_site.h).
 //   Reconnect: is the store still there? Refused means the process that held it is gone (and
 //     its keys), so at once; silent is retried for the window (the heartbeat timeout); a store
 //     without this job's state is gone too.
@@ -20,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "common/cancellable_pause.h"
+#include "common/clock.h"
 #include "common/host_port.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "store/store.h"
@@ -28,10 +31,14 @@ namespace ddprun::rendezvous {
 
 enum class Reach { kAnswered, kRefused, kSilent };
 
-// The operating system's side of finding and serving stores.
+// The operating system's side of finding and serving stores, and the time they are sought on:
+// deadlines read clock(), the waits between tries are Pause()s on it.
 class StoreSite {
  public:
+  explicit StoreSite(Clock& clock = RealClock()) : pause_(clock) {}
   virtual ~StoreSite() = default;
+  StoreSite(const StoreSite&) = delete;
+  StoreSite& operator=(const StoreSite&) = delete;
   // One connection attempt within `timeout`: answered, refused (nothing listens there) or silent
   // (no answer: the host is down or cut off).
   virtual Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) = 0;
@@ -42,10 +49,16 @@ class StoreSite {
   virtual std::optional<HostPort> Serve(int port) = 0;
   // Stops the store Serve() started, once its clients are gone (no-op when none).
   virtual void StopServing() {}
-  // Waits `duration`; false (at once) when cancelled.
-  virtual bool Pause(std::chrono::milliseconds duration) = 0;
-  virtual void Cancel() = 0;  // any thread; Pause and Probe return promptly afterwards
-  virtual std::chrono::steady_clock::time_point Now() = 0;
+
+  Clock& clock() const { return pause_.clock(); }
+  // Waits `duration` on clock(); false (at once) when cancelled.
+  bool Pause(std::chrono::milliseconds duration) { return pause_.Pause(duration); }
+  // Any thread, for good: every Pause returns false at once, and Probe promptly.
+  void Cancel() { pause_.Cancel(); }
+  bool Cancelled() const { return pause_.Cancelled(); }
+
+ private:
+  CancellablePause pause_;
 };
 
 // What a member knows of the round it formed, for taking over a lost store.
@@ -98,7 +111,7 @@ class StoreFailover {
   // a moved store at the others, then serves the first endpoint's port unless it is taken;
   // then the endpoints in order until `deadline`. Throws RendezvousConnectionError.
   StoreAt Locate(const std::vector<HostPort>& endpoints, bool serve_first,
-                 std::chrono::steady_clock::time_point deadline);
+                 Clock::TimePoint deadline);
   // A moved store of this job (marker epoch 1 or more, ready) at the endpoints after the first,
   // probed once each within `probe_timeout` (capped by the options'); nullopt when none.
   std::optional<StoreAt> FindMoved(const std::vector<HostPort>& endpoints,
@@ -112,7 +125,7 @@ class StoreFailover {
                                   std::chrono::milliseconds timeout = {});
   // What is left of the window until `deadline`, never less than probe_timeout: an address
   // that answered a probe is alive, and a slow link must not cut its connection short.
-  std::chrono::milliseconds ConnectBudget(std::chrono::steady_clock::time_point deadline);
+  std::chrono::milliseconds ConnectBudget(Clock::TimePoint deadline);
   std::optional<StoreAt> AwaitCandidate(const HostPort& at, int above);
   StoreAt ServeHere(const HostPort& served, const HostPort& advertised, const FailoverBasis& basis,
                     const Seed& seed);

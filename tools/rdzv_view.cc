@@ -105,13 +105,12 @@ RdzvFormedRound ReadFormed(Reader& reader, int round, const RdzvSealed& sealed) 
       ++ticket;  // members in arrival order, less the nodes dropped while the round formed
     } while (std::find(sealed.dropped.begin(), sealed.dropped.end(), ticket) !=
              sealed.dropped.end());
-    const std::string r = std::to_string(rank);
     RdzvMember member;
     member.group_rank = rank;
     member.node = reader.ReadDecoded(keys.Node(round, ticket), ParseRdzvNode);
-    member.heartbeats = reader.ReadDecoded(keys.Round(round, "hb/" + r), ParseRdzvInteger);
-    member.heartbeat_at_ms = reader.ReadDecoded(keys.Round(round, "hb_at/" + r), ParseRdzvInteger);
-    member.gone_by = reader.Read(keys.Round(round, "gone/" + r));
+    member.heartbeats = reader.ReadDecoded(keys.Heartbeat(round, rank), ParseRdzvInteger);
+    member.heartbeat_at_ms = reader.ReadDecoded(keys.HeartbeatAt(round, rank), ParseRdzvInteger);
+    member.gone_by = reader.Read(keys.Gone(round, rank));
     formed.members.push_back(std::move(member));
   }
   return formed;

@@ -2,15 +2,9 @@
 
 #include <algorithm>
 
-#include "common/duration.h"
 #include "store/etcd/etcd_v3.h"
 
 namespace ddprun::launcher::backend {
-
-std::chrono::seconds LeaseTtl(std::chrono::milliseconds timeout) {
-  const auto seconds = std::chrono::ceil<std::chrono::seconds>(timeout);
-  return std::max(seconds, std::chrono::seconds{2});
-}
 
 EtcdLease::EtcdLease(const store::etcd::EtcdClientOptions& options, std::chrono::seconds ttl)
     : options_(options), client_(options), ttl_(ttl) {
@@ -31,10 +25,12 @@ void EtcdLease::KeepAlive(store::etcd::EtcdClient& client) {
 }
 
 LeaseKeeper::LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every,
-                         std::function<void(const std::string&)> on_lost)
+                         std::function<void(const std::string&)> on_lost, Clock& clock)
     : lease_(lease),
       every_(every),
-      renewed_(std::chrono::steady_clock::now()),
+      clock_(clock),
+      pause_(clock),
+      renewals_(lease.Ttl(), clock.Now()),
       on_lost_(std::move(on_lost)) {
   for (const HostPort& member : lease_.Options().endpoints) {
     store::etcd::EtcdClientOptions pinned = lease_.Options();
@@ -42,10 +38,10 @@ LeaseKeeper::LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every,
     pinned.patience = std::chrono::milliseconds{0};  // the next renewal is the retry
     clients_.push_back(std::make_unique<store::etcd::EtcdClient>(pinned));
   }
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = clock_.Now();
   const auto members = static_cast<int>(clients_.size());
   for (int i = 0; i < members; ++i) {
-    const auto first = start + every_ * i / members;
+    const auto first = rendezvous::FirstRenewal(start, every_, i, members);
     threads_.emplace_back([this, client = clients_[i].get(), first] { Renew(*client, first); });
   }
 }
@@ -56,24 +52,22 @@ LeaseKeeper::~LeaseKeeper() {
   for (auto& thread : threads_) thread.join();
 }
 
-void LeaseKeeper::Renew(store::etcd::EtcdClient& client,
-                        std::chrono::steady_clock::time_point next) {
-  using std::chrono::steady_clock;
-  const auto left = [](steady_clock::time_point at) {
-    return std::max(std::chrono::ceil<std::chrono::milliseconds>(at - steady_clock::now()),
+void LeaseKeeper::Renew(store::etcd::EtcdClient& client, Clock::TimePoint next) {
+  const auto left = [this](Clock::TimePoint at) {
+    return std::max(std::chrono::ceil<std::chrono::milliseconds>(at - clock_.Now()),
                     std::chrono::milliseconds{0});
   };
   while (pause_.Pause(left(next))) {
-    next = std::max(next + every_, steady_clock::now());  // one that hung: the next at once
+    next = rendezvous::NextRenewal(next, every_, clock_.Now());
     try {
       lease_.KeepAlive(client);
       std::lock_guard lock(mutex_);
-      renewed_ = std::max(renewed_, std::chrono::steady_clock::now());
+      renewals_.Renewed(clock_.Now());
     } catch (const store::etcd::EtcdUnavailable&) {  // this member did not answer: others may
     } catch (const store::StoreConnectionError& expired) {  // etcd answered: it is gone
       {
         std::lock_guard lock(mutex_);
-        if (expired_.empty()) expired_ = expired.what();
+        renewals_.Expired(expired.what());
       }
       TellIfLost();
       return;
@@ -83,21 +77,12 @@ void LeaseKeeper::Renew(store::etcd::EtcdClient& client,
   }
 }
 
-std::string LeaseKeeper::LostLocked() const {
-  if (!expired_.empty()) return expired_;
-  const auto silent = std::chrono::steady_clock::now() - renewed_;
-  if (silent <= lease_.Ttl()) return "";
-  return "this node's etcd lease expired: no etcd member renewed it for " +
-         DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(silent), 1) +
-         ", longer than its TTL (" + std::to_string(lease_.Ttl().count()) + " s)";
-}
-
 void LeaseKeeper::TellIfLost() {
   std::string why;
   {
     std::lock_guard lock(mutex_);
     if (!on_lost_ || told_) return;
-    why = LostLocked();
+    why = renewals_.Lost(clock_.Now());
     if (why.empty()) return;
     told_ = true;
   }
@@ -106,37 +91,28 @@ void LeaseKeeper::TellIfLost() {
 
 void LeaseKeeper::Check() {
   std::lock_guard lock(mutex_);
-  const std::string why = LostLocked();
+  const std::string why = renewals_.Lost(clock_.Now());
   if (!why.empty()) throw store::StoreConnectionError(why);
 }
 
-LeaseLiveness::LeaseLiveness(rendezvous::LivenessScope scope, const store::etcd::EtcdStoreOptions& etcd, rendezvous::MemberLiveness::TimePoint start)
-    : scope_(std::move(scope)), lease_(etcd.client, LeaseTtl(scope_.timeout)), start_(start) {
-  lease_.Put(etcd.prefix + AliveKey(scope_.me), std::to_string(lease_.Id()));
-  const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(lease_.Ttl());
-  keeper_ = std::make_unique<LeaseKeeper>(lease_, std::max(ttl / 3, std::chrono::milliseconds{100}),
-                                          scope_.on_lost);
-}
-
-std::string LeaseLiveness::AliveKey(int group_rank) const {
-  return scope_.keys.Round(scope_.round, "alive/" + std::to_string(group_rank));
+LeaseLiveness::LeaseLiveness(rendezvous::LivenessScope scope,
+                             const store::etcd::EtcdStoreOptions& etcd,
+                             rendezvous::MemberLiveness::TimePoint start)
+    : scope_(std::move(scope)),
+      lease_(etcd.client, rendezvous::LeaseTtl(scope_.timeout)),
+      neighbour_(scope_.timeout, start) {
+  lease_.Put(etcd.prefix + scope_.keys.Alive(scope_.round, scope_.me), std::to_string(lease_.Id()));
+  keeper_ = std::make_unique<LeaseKeeper>(lease_, rendezvous::LeaseRenewalPeriod(lease_.Ttl()),
+                                          scope_.on_lost, *scope_.clock);
 }
 
 bool LeaseLiveness::NeighbourGone(rendezvous::MemberLiveness::TimePoint now) {
-  if (scope_.store->Check({AliveKey(scope_.neighbour)})) {
-    seen_ = true;
-    return false;
-  }
-  return seen_ || now - start_ >= scope_.timeout;
+  const std::string key = scope_.keys.Alive(scope_.round, scope_.neighbour);
+  return neighbour_.Observe(scope_.store->Check({key}), now);
 }
 
 std::string LeaseLiveness::WhyGone(rendezvous::MemberLiveness::TimePoint now) const {
-  if (seen_) {
-    return "its etcd lease (TTL " + std::to_string(lease_.Ttl().count()) +
-           " s) expired: it stopped keeping it alive";
-  }
-  return "it did not show itself alive in " +
-         DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(now - start_), 1);
+  return neighbour_.WhyGone(now, lease_.Ttl());
 }
 
 }  // namespace ddprun::launcher::backend

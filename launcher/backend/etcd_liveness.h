@@ -11,7 +11,9 @@
 // while that leader is frozen the renewal hangs there; one client failing over member by member
 // took longer than the TTL: seeds e 10 and s2 9, docs/reliability.md). The lease is left to
 // expire, not revoked, when the watch ends, so that an old round's watcher never sees a member of
-// the next round vanish early.
+// the next round vanish early. The rules (the TTL, when to renew, when this member's lease is lost
+// and its neighbour gone) are rendezvous/lease_liveness_rules.h; this is the etcd client and the
+// threads, on the Clock seam (deadlines and pauses; a fake clock in tests).
 #pragma once
 #include <chrono>
 #include <functional>
@@ -22,9 +24,11 @@
 #include <vector>
 
 #include "common/cancellable_pause.h"
+#include "common/clock.h"
+#include "rendezvous/lease_liveness_rules.h"
+#include "rendezvous/member_liveness.h"
 #include "store/etcd/etcd_client.h"
 #include "store/etcd/etcd_store.h"
-#include "rendezvous/member_liveness.h"
 
 namespace ddprun::launcher::backend {
 
@@ -53,20 +57,20 @@ class EtcdLease {
 
 // Keeps `lease` alive from construction until destruction (which interrupts the renewals in
 // flight and joins): one thread per etcd member, each renewing through a client pinned to its
-// member every `every`, so that a member that hangs (frozen, or forwarding to a frozen leader)
-// delays only its own renewals. The members' renewals are staggered (member i of n starts
-// i/n of `every` late), so the last one before a freeze is at most every/n old, and they keep
-// their times: a renewal that hung past its successor's time (a follower forwarding it to a
-// frozen leader holds it until the client's timeout) is followed by the next at once, which
-// reaches the leader elected meanwhile. Check() throws StoreConnectionError once a renewal found
-// the lease expired, or once no member renewed it for its TTL (etcd has expired it by then);
+// member every `every` on `clock`, so that a member that hangs (frozen, or forwarding to a frozen
+// leader) delays only its own renewals. The members' renewals are staggered and keep their times
+// (FirstRenewal, NextRenewal): a renewal that hung past its successor's time (a follower
+// forwarding it to a frozen leader holds it until the client's timeout) is followed by the next
+// at once, which reaches the leader elected meanwhile. Check() throws StoreConnectionError once
+// the lease counts as lost (LeaseRenewals: a renewal found it expired, or none came back for
+// its TTL);
 // `on_lost`, when given, is called once with the same words from a keeper thread as soon as one
 // of them sees it (after each renewal, at most a period apart while all hang), so that it does
 // not wait for a Check from a watch that is itself blocked on etcd.
 class LeaseKeeper {
  public:
   LeaseKeeper(EtcdLease& lease, std::chrono::milliseconds every,
-              std::function<void(const std::string&)> on_lost = {});
+              std::function<void(const std::string&)> on_lost = {}, Clock& clock = RealClock());
   ~LeaseKeeper();
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
@@ -74,49 +78,43 @@ class LeaseKeeper {
 
  private:
   // Renews through `client` at `next`, then every `every_` (at once after one that hung past it).
-  void Renew(store::etcd::EtcdClient& client, std::chrono::steady_clock::time_point next);
-  // Why the lease counts as lost (empty: it does not), under mutex_.
-  std::string LostLocked() const;
+  void Renew(store::etcd::EtcdClient& client, Clock::TimePoint next);
   // After each renewal: tells on_lost_ once when the lease counts as lost.
   void TellIfLost();
 
   EtcdLease& lease_;
   std::chrono::milliseconds every_;
+  Clock& clock_;
   CancellablePause pause_;
   std::mutex mutex_;
-  std::chrono::steady_clock::time_point renewed_;  // the last renewal that came back
-  std::string expired_;                            // why, once a renewal found it expired
+  rendezvous::LeaseRenewals renewals_;  // under mutex_
   std::function<void(const std::string&)> on_lost_;
   bool told_ = false;  // on_lost_ was called
   std::vector<std::unique_ptr<store::etcd::EtcdClient>> clients_;
   std::vector<std::thread> threads_;
 };
 
-// The heartbeat timeout as a lease TTL: whole seconds, rounded up, at least 2 (etcd's minimum
-// with its default election timeout is 1.5 s).
-std::chrono::seconds LeaseTtl(std::chrono::milliseconds timeout);
-
 class LeaseLiveness : public rendezvous::MemberLiveness {
  public:
-  // Grants the lease, puts this member's key and starts keeping the lease alive.
-  LeaseLiveness(rendezvous::LivenessScope scope, const store::etcd::EtcdStoreOptions& etcd, rendezvous::MemberLiveness::TimePoint start);
+  // Grants the lease, puts this member's key and starts keeping the lease alive, on the scope's
+  // clock.
+  LeaseLiveness(rendezvous::LivenessScope scope, const store::etcd::EtcdStoreOptions& etcd,
+                rendezvous::MemberLiveness::TimePoint start);
   // The keeper does the beating; this reports its failure (StoreConnectionError: the lease
   // expired; EtcdUnavailable), so that the watch ends as it did when it beat itself.
   void Beat() override { keeper_->Check(); }
-  // Gone: the key was seen and is now deleted, or it never appeared within the timeout.
+  // Gone: the key was seen and is now deleted, or it never appeared within the timeout
+  // (rendezvous::AliveKeyWatch).
   bool NeighbourGone(rendezvous::MemberLiveness::TimePoint now) override;
   std::string WhyGone(rendezvous::MemberLiveness::TimePoint now) const override;
   // Ends a grant or put in flight; the keeper's renewals end when it is destroyed.
   void Interrupt() override { lease_.Interrupt(); }
 
  private:
-  std::string AliveKey(int group_rank) const;
-
   rendezvous::LivenessScope scope_;
   EtcdLease lease_;
   std::unique_ptr<LeaseKeeper> keeper_;  // after lease_: stopped before it goes
-  rendezvous::MemberLiveness::TimePoint start_;
-  bool seen_ = false;
+  rendezvous::AliveKeyWatch neighbour_;
 };
 
 }  // namespace ddprun::launcher::backend

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <memory>
 
-#include "common/cancellable_pause.h"
+#include "common/clock.h"
 #include "store/etcd/etcd_store.h"
 #include "rendezvous/store_failover.h"
 
@@ -15,22 +15,19 @@ namespace ddprun::launcher::backend {
 
 class EtcdStoreSite : public rendezvous::StoreSite {
  public:
-  explicit EtcdStoreSite(store::etcd::EtcdStoreOptions options) : options_(std::move(options)) {}
+  explicit EtcdStoreSite(store::etcd::EtcdStoreOptions options, Clock& clock = RealClock())
+      : StoreSite(clock), options_(std::move(options)) {}
 
   rendezvous::Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) override;
   std::shared_ptr<store::Store> Connect(const HostPort& at,
                                              std::chrono::milliseconds timeout) override;
   std::optional<HostPort> Serve(int) override { return std::nullopt; }
-  bool Pause(std::chrono::milliseconds duration) override { return pause_.Pause(duration); }
-  void Cancel() override { pause_.Cancel(); }
-  std::chrono::steady_clock::time_point Now() override { return pause_.clock().Now(); }
 
   // The options of an EtcdStore with `first` tried first.
   store::etcd::EtcdStoreOptions StoreOptions(const HostPort& first) const;
 
  private:
   store::etcd::EtcdStoreOptions options_;
-  CancellablePause pause_;
 };
 
 }  // namespace ddprun::launcher::backend

@@ -1,13 +1,13 @@
 // The real StoreSite: probes and connects over TCP, serves a store on a thread of this process
-// (StoreServerThread, which lingers for its clients when destroyed), pauses until Cancel()
-// (CancellablePause). Owned by the LaunchBackend and destroyed after the handler and
-// the monitor, so a store this node took over outlives every connection of its own.
+// (StoreServerThread, which lingers for its clients when destroyed), pauses on its clock until
+// Cancel() (StoreSite's CancellablePause). Owned by the LaunchBackend and destroyed after the
+// handler and the monitor, so a store this node took over outlives every connection of its own.
 #pragma once
 #include <chrono>
 #include <memory>
 #include <mutex>
 
-#include "common/cancellable_pause.h"
+#include "common/clock.h"
 #include "launcher/backend/store_server_thread.h"
 #include "rendezvous/store_failover.h"
 
@@ -26,16 +26,14 @@ struct TcpStoreSiteOptions {
 
 class TcpStoreSite : public rendezvous::StoreSite {
  public:
-  explicit TcpStoreSite(TcpStoreSiteOptions options) : options_(options) {}
+  explicit TcpStoreSite(TcpStoreSiteOptions options, Clock& clock = RealClock())
+      : StoreSite(clock), options_(options) {}
 
   rendezvous::Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) override;
   std::shared_ptr<store::Store> Connect(const HostPort& at,
                                              std::chrono::milliseconds timeout) override;
   std::optional<HostPort> Serve(int port) override;
   void StopServing() override;
-  bool Pause(std::chrono::milliseconds duration) override { return pause_.Pause(duration); }
-  void Cancel() override { pause_.Cancel(); }
-  std::chrono::steady_clock::time_point Now() override { return pause_.clock().Now(); }
   // The load of the store this site serves, if it serves one (any thread; never blocks: none
   // while Serve is at work).
   std::optional<store::ServerLoad> ServedLoad();
@@ -43,7 +41,6 @@ class TcpStoreSite : public rendezvous::StoreSite {
  private:
   TcpStoreSiteOptions options_;
   std::mutex mutex_;
-  CancellablePause pause_;
   std::unique_ptr<StoreServerThread> served_;
 };
 

@@ -16,10 +16,8 @@ namespace ddprun::launcher::process {
 namespace {
 
 using std::chrono::milliseconds;
-using std::chrono::steady_clock;
-using std::chrono::system_clock;
 
-double EpochSeconds(system_clock::time_point time) {
+double EpochSeconds(Clock::WallTime time) {
   return std::chrono::duration<double>(time.time_since_epoch()).count();
 }
 
@@ -49,8 +47,10 @@ struct WorkerWatchdog::Fifo {
 };
 
 WorkerWatchdog::WorkerWatchdog(asio::io_context& io, const elastic::AttemptLaunch& attempt,
-                               HangCallback on_hang, LearnedCallback on_learned)
+                               HangCallback on_hang, LearnedCallback on_learned,
+                               Clock& clock)
     : io_(io),
+      clock_(clock),
       on_hang_(std::move(on_hang)),
       on_learned_(std::move(on_learned)),
       progress_(attempt.hang, attempt.learned_hang_timeout),
@@ -90,7 +90,7 @@ void WorkerWatchdog::OpenFifo(const std::string& path,
 void WorkerWatchdog::Arm(const std::vector<pid_t>& pids) {
   pids_ = pids;
   armed_ = true;
-  progress_.Start(static_cast<int>(pids.size()), steady_clock::now());
+  progress_.Start(static_cast<int>(pids.size()), clock_.Now());
   for (std::size_t rank = 0; rank < pids.size(); ++rank) {
     if (pids[rank] <= 0) progress_.Forget(static_cast<int>(rank));
   }
@@ -98,7 +98,7 @@ void WorkerWatchdog::Arm(const std::vector<pid_t>& pids) {
 }
 
 void WorkerWatchdog::Progress(int local_rank, elastic::ProgressKind kind) {
-  last_activity_ = steady_clock::now();
+  last_activity_ = clock_.Now();
   // Once a hang is reported the workers' stack dumps follow: not progress, nor an interval.
   if (!armed_ || quiet_) return;
   const auto before = progress_.NextDeadline();
@@ -160,7 +160,7 @@ void WorkerWatchdog::OnTimerLine(std::string_view line) {
   const auto rank = RankOfPid(request->pid);
   if (rank) Progress(*rank, elastic::ProgressKind::kTimerRequest);
   if (request->expiration_time >= 0) {
-    armed_at_[{request->pid, request->scope_id}] = EpochSeconds(system_clock::now());
+    armed_at_[{request->pid, request->scope_id}] = EpochSeconds(clock_.WallNow());
   }
   timers_.Apply(*request);
   if (armed_ && !quiet_) Schedule();
@@ -169,27 +169,29 @@ void WorkerWatchdog::OnTimerLine(std::string_view line) {
 // One timer for the earliest of: a rank's silence reaching the timeout, a file timer's expiry.
 void WorkerWatchdog::Schedule() {
   if (quiet_) return;
-  std::optional<steady_clock::time_point> next;
+  const Clock::TimePoint now = clock_.Now();
+  std::optional<Clock::TimePoint> next;
   if (hang_on_) next = progress_.NextDeadline();
   if (const auto expiry = timers_.NextExpiration()) {
-    const double wait_s = std::max(0.0, *expiry - EpochSeconds(system_clock::now()));
-    const auto at = steady_clock::now() + milliseconds(static_cast<long long>(std::ceil(wait_s * 1000)));
+    const double wait_s = std::max(0.0, *expiry - EpochSeconds(clock_.WallNow()));
+    const auto at = now + milliseconds(static_cast<long long>(std::ceil(wait_s * 1000)));
     if (!next || at < *next) next = at;
   }
   if (!next) {
     deadline_.cancel();
     return;
   }
-  deadline_.expires_at(*next);
+  // The timer waits in real time for what is left on the watchdog's clock.
+  deadline_.expires_after(std::max(*next - now, Clock::TimePoint::duration::zero()));
   deadline_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
     if (error || !*alive) return;
-    OnDeadline();
+    CheckDeadlines();
   });
 }
 
-void WorkerWatchdog::OnDeadline() {
+void WorkerWatchdog::CheckDeadlines() {
   if (quiet_) return;
-  const auto expired = timers_.TakeExpired(EpochSeconds(system_clock::now()));
+  const auto expired = timers_.TakeExpired(EpochSeconds(clock_.WallNow()));
   for (const auto& timer : expired) {
     const auto rank = RankOfPid(timer.pid);
     const auto armed = armed_at_.find({timer.pid, timer.scope_id});
@@ -215,15 +217,16 @@ void WorkerWatchdog::OnDeadline() {
     return;
   }
   if (hang_on_) {
-    const auto now = steady_clock::now();
+    const auto now = clock_.Now();
     if (const auto silence = progress_.Hung(now)) {
       elastic::HangReport report;
       report.kind = elastic::HangReport::Kind::kNoProgress;
       report.local_rank = silence->local_rank;
       report.pid = pids_.at(silence->local_rank);
       report.startup = silence->startup;
-      const auto last_wall = system_clock::now() -
-                             std::chrono::duration_cast<system_clock::duration>(now - silence->since);
+      const auto silent = now - silence->since;
+      const auto last_wall =
+          clock_.WallNow() - std::chrono::duration_cast<Clock::WallTime::duration>(silent);
       report.cause = progress_.Cause(*silence, last_wall);
       Report(std::move(report));
       return;
@@ -235,7 +238,7 @@ void WorkerWatchdog::OnDeadline() {
 void WorkerWatchdog::Report(elastic::HangReport report) {
   quiet_ = true;
   report.progressed = progress_.ProgressedPastStartup();
-  report.time = system_clock::now();
+  report.time = clock_.WallNow();
   asio::post(io_, [callback = on_hang_, report = std::move(report), alive = alive_] {
     if (*alive && callback) callback(report);
   });

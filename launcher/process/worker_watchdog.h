@@ -2,7 +2,9 @@
 // per-worker pulse FIFOs and the timer FIFO (created before the workers start, read as lines,
 // removed at the end), one steady timer for the next deadline, and the policies that decide
 // (elastic/progress_watch.h: which rank is silent too long; elastic/file_timer.h: which timer
-// expired). Reports at most one hang per attempt, then stays quiet until destroyed.
+// expired). Reports at most one hang per attempt, then stays quiet until destroyed. Its time is a
+// Clock (steady for the silences and the timer's next deadline, wall for the file timers'
+// expirations and the reports), so that its tests move a fake one and call CheckDeadlines().
 #pragma once
 #include <sys/types.h>
 
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "common/asio.h"
+#include "common/clock.h"
 #include "elastic/failure.h"
 #include "elastic/file_timer.h"
 #include "elastic/process_context.h"
@@ -33,7 +36,8 @@ class WorkerWatchdog {
   // Nothing is watched until Arm(). `on_learned` hears of each learned or raised timeout
   // (--hang-timeout=auto), posted to the loop.
   WorkerWatchdog(asio::io_context& io, const elastic::AttemptLaunch& attempt,
-                 HangCallback on_hang, LearnedCallback on_learned = nullptr);
+                 HangCallback on_hang, LearnedCallback on_learned = nullptr,
+                 Clock& clock = RealClock());
   // Closes and removes the FIFOs.
   ~WorkerWatchdog();
   WorkerWatchdog(const WorkerWatchdog&) = delete;
@@ -45,10 +49,14 @@ class WorkerWatchdog {
   // Progress of a worker: any bytes on a watched stream, a pulse, a file timer request.
   void Progress(int local_rank, elastic::ProgressKind kind = elastic::ProgressKind::kOutput);
   // When a worker last showed progress here (a pulse, a timer request, output); none yet.
-  std::optional<std::chrono::steady_clock::time_point> LastActivity() const { return last_activity_; }
+  std::optional<Clock::TimePoint> LastActivity() const { return last_activity_; }
   void Exited(int local_rank);
   // No more reports (the group is being stopped); the FIFOs stay until destruction.
   void Quiet();
+  // Reports what is due at the clock's now (an expired file timer first, then a hung rank) and
+  // sets the timer for the next deadline. The timer calls it when that deadline comes; a caller
+  // whose clock moved without the timer (a test's fake clock) calls it itself.
+  void CheckDeadlines();
 
  private:
   struct Fifo;
@@ -57,11 +65,11 @@ class WorkerWatchdog {
   void OnTimerLine(std::string_view line);
   std::optional<int> RankOfPid(pid_t pid) const;
   void Schedule();
-  void OnDeadline();
   void Report(elastic::HangReport report);
   void ReportLearned();
 
   asio::io_context& io_;
+  Clock& clock_;
   HangCallback on_hang_;
   LearnedCallback on_learned_;
   // Every rank's progress; hangs are reported from it only with hang detection on (hang_on_).
@@ -76,7 +84,7 @@ class WorkerWatchdog {
   asio::steady_timer deadline_;
   bool armed_ = false;
   bool quiet_ = false;
-  std::optional<std::chrono::steady_clock::time_point> last_activity_;
+  std::optional<Clock::TimePoint> last_activity_;
   bool bad_line_logged_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

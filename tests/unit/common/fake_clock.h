@@ -2,20 +2,26 @@
 // read the manual time (the wall clock starts at a fixed epoch time and moves with it).
 // Pauses, by mode:
 //   kAdvance (default): a pause moves the time on by its duration and returns at once, as if
-//     the wait had happened (false, without moving time, when cancelled).
+//     the wait had happened (false when cancelled: at once without moving time, or after it
+//     when an action cancelled it meanwhile).
 //   kUntilAdvanced: a pause blocks until the test's Advance() reaches its end, or until it is
 //     cancelled (or, as a bound, 60 s of real time passed); for threads whose pace the test
 //     drives.
 // AwaitReads lets a test wait, with a real deadline, until code on another thread has read the
-// clock again, i.e. has looked at the time the test set.
+// clock again, i.e. has looked at the time the test set. At() scripts what happens at a time:
+// whoever moves the time past it (Advance, a pause) runs the action first, with the time set to
+// the action's (a discrete-event script: a store that comes back, a cancellation).
 #pragma once
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "common/clock.h"
 
@@ -45,7 +51,7 @@ class FakeClock : public Clock {
     if (cancellation.Cancelled()) return false;
     if (mode_ == PauseMode::kAdvance) {
       Advance(duration);
-      return true;
+      return !cancellation.Cancelled();
     }
     const auto end = elapsed_ns_.load() + std::chrono::nanoseconds(duration).count();
     {
@@ -61,11 +67,36 @@ class FakeClock : public Clock {
     return !cancelled;
   }
 
-  // Moves the time on by `duration`, waking the pauses that end by then.
+  // Moves the time on by `duration`, running the actions due by then (each at its time, on this
+  // thread, without the clock's lock) and waking the pauses that end by then.
   void Advance(std::chrono::nanoseconds duration) {
+    std::int64_t left = duration.count();
+    for (;;) {
+      std::function<void()> action;
+      {
+        std::lock_guard lock(mutex_);
+        const std::int64_t now = elapsed_ns_.load();
+        if (!actions_.empty() && actions_.begin()->first <= now + left) {
+          auto due = actions_.extract(actions_.begin());
+          const std::int64_t step = std::max<std::int64_t>(due.key() - now, 0);
+          elapsed_ns_ += step;
+          left -= step;
+          action = std::move(due.mapped());
+        } else {
+          elapsed_ns_ += left;
+        }
+        for (Cancellation* waiting : waiting_) waiting->Notify();
+      }
+      if (!action) return;
+      action();
+    }
+  }
+
+  // Runs `action` once the time reaches `elapsed` after the clock's start (at once, at the next
+  // move, if it has already).
+  void At(std::chrono::nanoseconds elapsed, std::function<void()> action) {
     std::lock_guard lock(mutex_);
-    elapsed_ns_ += duration.count();
-    for (Cancellation* waiting : waiting_) waiting->Notify();
+    actions_.emplace(elapsed.count(), std::move(action));
   }
 
   // Waits (at most `real_timeout`) until Now() was called `count` more times after this call
@@ -100,6 +131,7 @@ class FakeClock : public Clock {
   std::int64_t reads_ = 0;
   std::int64_t paused_ = 0;
   std::set<Cancellation*> waiting_;
+  std::multimap<std::int64_t, std::function<void()>> actions_;  // by elapsed ns
 };
 
 }  // namespace ddprun::testing

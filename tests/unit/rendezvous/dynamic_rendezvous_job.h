@@ -115,7 +115,7 @@ inline std::int64_t NowMs(const Job& job) { return WallClockMs(*job.clock); }
 
 // Member `rank` of `round` last beat `ms_ago` milliseconds ago (hb_at; negative: in the future).
 inline void BeatAt(const Job& job, int round, int rank, std::int64_t ms_ago) {
-  job.store->SetString(job.Node(9).RoundKey(round, "hb_at/" + std::to_string(rank)),
+  job.store->SetString(job.Node(9).Keys().HeartbeatAt(round, rank),
                        std::to_string(NowMs(job) - ms_ago));
 }
 

@@ -145,7 +145,7 @@ TEST_CASE("the first arrival declares lost the members that stopped beating",
   CHECK(next.group_world_size == 2);  // 2 of 3: a quorum
   CHECK(next.restart_count == 0);
   const DynamicRendezvous view = job.Node(9);
-  CHECK(job.store->Check({view.RoundKey(0, "gone/" + std::to_string(first[2].group_rank))}));
+  CHECK(job.store->Check({view.Keys().Gone(0, first[2].group_rank)}));
   CHECK(job.store->Add(view.RoundKey(1, "lost"), 0) == 1);  // a loss: the failure spends nothing
 }
 

@@ -266,7 +266,7 @@ TEST_CASE("a node and its ring watcher lost together are swept before the round 
     CHECK(view.group_world_size == 4);
     CHECK(view.restart_count == 0);
   }
-  CHECK(job.store->Check({Key(job, 0, "gone/" + std::to_string(first[2].group_rank))}));
+  CHECK(job.store->Check({job.Node(99).Keys().Gone(0, first[2].group_rank)}));
 }
 
 TEST_CASE("a newcomer arriving with a loss does not charge the loss as a restart",
@@ -326,7 +326,7 @@ TEST_CASE("a loss nobody declares in a moved store is swept before a full round 
     CHECK(formed.group_world_size == 5);
     CHECK(formed.restart_count == 2);  // carried over
   }
-  CHECK(job.store->Check({Key(job, 0, "gone/4")}));
+  CHECK(job.store->Check({job.Node(99).Keys().Gone(0, 4)}));
   const auto sealed = job.store->GetString(Key(job, 1, "sealed"));
   CHECK_THAT(sealed, Catch::Contains("\"survivors\":3"));  // 3 of 5: more than half
 }
@@ -357,7 +357,8 @@ TEST_CASE("a hot spare beats while it waits behind a full round", "[dynamic_rend
   job.keep_alive_interval = milliseconds{200};  // live beats every 200 ms, dead after 600 ms
   const auto first = JoinAll(job, 2);
   auto spare = JoinAsync(job, 2);
-  job.store->Wait({Key(job, 1, "fhb_at/1")}, kPromptly);  // its beat, while round 0 runs
+  // Its beat, while round 0 runs.
+  job.store->Wait({job.Node(99).Keys().FormingHeartbeatAt(1, 1)}, kPromptly);
   CHECK_FALSE(job.store->Check({Key(job, 0, "change")}));
   WorkersFailed(job, 0, first[0]);
   auto survivor = JoinAsync(job, 0, first[0]);

@@ -1,7 +1,8 @@
 // ElasticRendezvousHandler over a replicated rendezvous store (etcd: replicated_store): it is
 // never served here nor moved, and an outage of it is waited out until the join timeout. The
 // store is an in-memory store behind a switch that makes every call fail as a lost connection;
-// the site's clock is fake (a pause moves it on), so no test sleeps.
+// the site's clock is a FakeClock (a pause moves it on; scripted changes happen at fake times),
+// so no test sleeps.
 #include "rendezvous/elastic_rendezvous_handler.h"
 
 #include <catch2/catch.hpp>
@@ -9,6 +10,7 @@
 #include <map>
 
 #include "store/in_memory_store.h"
+#include "tests/unit/common/fake_clock.h"
 #include "tests/unit/store/forwarding_store.h"
 
 namespace {
@@ -16,7 +18,6 @@ namespace {
 using ddprun::HostPort;
 using namespace ddprun::rendezvous;
 namespace store = ddprun::store;
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -40,14 +41,20 @@ class OutageStore : public store::testing::ForwardingStore {
   std::function<void(const std::string&)> on_set_;
 };
 
+// Holds the clock so that it is built before the StoreSite that keeps a reference to it.
+struct SiteClock {
+  ddprun::testing::FakeClock fake_clock;
+};
+
 // The etcd cluster as the handler sees it: one address, a store that can go down, a fake clock.
-class ReplicatedSite : public StoreSite {
+class ReplicatedSite : private SiteClock, public StoreSite {
  public:
   bool down = false;
   int serves = 0;
   int probes = 0;
-  std::function<void(milliseconds elapsed)> on_pause;  // scripted events as the clock moves
   std::function<void(const std::string& key)> on_set;  // scripted events as keys are written
+
+  ReplicatedSite() : StoreSite(fake_clock) {}
 
   Reach Probe(const HostPort&, milliseconds) override {
     ++probes;
@@ -62,22 +69,17 @@ class ReplicatedSite : public StoreSite {
     ++serves;
     return std::nullopt;
   }
-  bool Pause(milliseconds duration) override {
-    if (cancelled_) return false;
-    now_ += duration;
-    if (on_pause) on_pause(Elapsed());
-    return !cancelled_;
+  // Runs `action` once the clock reaches `elapsed` (scripted events as the clock moves).
+  void At(milliseconds elapsed, std::function<void()> action) {
+    fake_clock.At(elapsed, std::move(action));
   }
-  void Cancel() override { cancelled_ = true; }
-  Clock::time_point Now() override { return now_; }
-  milliseconds Elapsed() const { return std::chrono::duration_cast<milliseconds>(now_ - start_); }
+  milliseconds Elapsed() const {
+    return std::chrono::duration_cast<milliseconds>(fake_clock.Elapsed());
+  }
   store::InMemoryStore& Keys() { return keys_; }
 
  private:
   store::InMemoryStore keys_{seconds(5)};
-  Clock::time_point start_ = Clock::time_point{} + std::chrono::hours(1);
-  Clock::time_point now_ = start_;
-  bool cancelled_ = false;
 };
 
 class FakeWorkerStore : public WorkerStoreHost {
@@ -118,9 +120,7 @@ TEST_CASE("an outage of the replicated store shorter than the join timeout is wa
   ReplicatedSite site;
   FakeWorkerStore workers;
   site.down = true;
-  site.on_pause = [&](milliseconds elapsed) {
-    if (elapsed >= seconds(6)) site.down = false;
-  };
+  site.At(seconds(6), [&] { site.down = false; });
   ElasticRendezvousHandler handler(Options(), site, workers);
   CHECK(handler.NextRendezvous().round == 0);
   CHECK(site.Elapsed() == seconds(6));  // one try per outage_retry until it answered
@@ -162,9 +162,7 @@ TEST_CASE("shutdown during an outage of the replicated store ends the join at on
   FakeWorkerStore workers;
   site.down = true;
   ElasticRendezvousHandler handler(Options(), site, workers);
-  site.on_pause = [&](milliseconds elapsed) {
-    if (elapsed >= seconds(3)) handler.Shutdown();
-  };
+  site.At(seconds(3), [&] { handler.Shutdown(); });
   CHECK_THROWS_AS(handler.NextRendezvous(), RendezvousClosedError);
   CHECK(site.Elapsed() == seconds(3));
 }
@@ -178,7 +176,7 @@ TEST_CASE("a join cut off by the store after its arrival resumes its ticket", "[
   site.on_set = [&](const std::string& key) {  // the outage comes right after its record
     if (key == "ddprun/rdzv/job/r0/node/1" && cuts++ == 0) site.down = true;
   };
-  site.on_pause = [&](milliseconds) { site.down = false; };
+  site.At(milliseconds(1), [&] { site.down = false; });  // back once the handler waited at all
   ElasticRendezvousHandler handler(options, site, workers);
   const RendezvousInfo info = handler.NextRendezvous();
   CHECK(cuts == 2);  // the record was written again by the resumed join

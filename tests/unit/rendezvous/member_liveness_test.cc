@@ -32,13 +32,13 @@ TEST_CASE("a beat moves the member's counter and stamps its wall-clock time", "[
   HeartbeatCounterLiveness member(Scope(store, 1, clock), clock.Now());
   const RendezvousKeys keys{"job"};
   member.Beat();
-  CHECK(store->Add(keys.Round(kRound, "hb/1"), 0) == 1);
-  CHECK(store->GetString(keys.Round(kRound, "hb_at/1")) ==
+  CHECK(store->Add(keys.Heartbeat(kRound, 1), 0) == 1);
+  CHECK(store->GetString(keys.HeartbeatAt(kRound, 1)) ==
         std::to_string(ddprun::WallClockMs(clock)));
   clock.Advance(1500ms);
   member.Beat();
-  CHECK(store->Add(keys.Round(kRound, "hb/1"), 0) == 2);
-  CHECK(store->GetString(keys.Round(kRound, "hb_at/1")) ==
+  CHECK(store->Add(keys.Heartbeat(kRound, 1), 0) == 2);
+  CHECK(store->GetString(keys.HeartbeatAt(kRound, 1)) ==
         std::to_string(ddprun::WallClockMs(clock)));
 }
 

@@ -1,8 +1,8 @@
 // The store-host failover policy (rendezvous/store_failover.*, docs/elastic.md "Surviving the
-// loss of the store host") over a fake StoreSite: stores are in-memory stores keyed by
-// "host:port", each address answers, refuses or stays silent as scripted over a fake clock, and
-// nothing sleeps: a silent probe and a pause only move the fake clock on, so every test runs in
-// milliseconds while spending (fake) heartbeat timeouts.
+// loss of the store host") over a fake StoreSite (fake_store_site.h): stores are in-memory
+// stores keyed by "host:port", each address answers, refuses or stays silent as scripted over a
+// fake clock, and nothing sleeps: a silent probe and a pause only move the fake clock on, so
+// every test runs in milliseconds while spending (fake) heartbeat timeouts.
 #include "rendezvous/store_failover.h"
 
 #include <catch2/catch.hpp>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "store/in_memory_store.h"
+#include "tests/unit/rendezvous/fake_store_site.h"
 
 namespace {
 
@@ -37,7 +38,7 @@ using ddprun::store::StoreConnectionError;
 using ddprun::rendezvous::StoreFailover;
 using ddprun::rendezvous::StoreSite;
 using ddprun::rendezvous::SuccessorOrder;
-using Clock = std::chrono::steady_clock;
+using ddprun::rendezvous::testing::FakeSite;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -77,139 +78,6 @@ std::shared_ptr<InMemoryStore> JobStore(std::optional<MovedStoreMarker> marker =
 }
 
 std::shared_ptr<InMemoryStore> BareStore() { return std::make_shared<InMemoryStore>(seconds(5)); }
-
-// The fake operating system: addresses, their stores, and a clock that only calls move.
-class FakeSite : public StoreSite {
- public:
-  FakeSite() : start_(Clock::time_point{} + std::chrono::hours(1)), now_(start_) {}
-
-  // --- scripting ---
-  void SetReach(const std::string& at, Reach reach) { sites_[at].reach = reach; }
-  // `at` answers with `store` (a connection per Connect).
-  void Put(const std::string& at, std::shared_ptr<InMemoryStore> store) {
-    sites_[at].store = std::move(store);
-    sites_[at].reach = Reach::kAnswered;
-  }
-  // Runs `action` once the clock reaches start + `offset`.
-  void At(milliseconds offset, std::function<void()> action) {
-    actions_.emplace(start_ + offset, std::move(action));
-  }
-  // `at` is `before` until start + `offset`, then answers with `store`.
-  void AnswersFrom(const std::string& at, milliseconds offset, std::shared_ptr<InMemoryStore> store,
-                   Reach before = Reach::kRefused) {
-    SetReach(at, before);
-    At(offset, [this, at, store] { Put(at, store); });
-  }
-  void TakePort(int port) { taken_.insert(port); }
-  // A connection to `at` (TCP and the token's handshake) takes `latency`: a slow link.
-  void SetConnectLatency(const std::string& at, milliseconds latency) {
-    sites_[at].latency = latency;
-  }
-  // `at` answers, but refuses this node's token (another job's store, or another token).
-  void RefuseToken(const std::string& at) {
-    sites_[at].reach = Reach::kAnswered;
-    sites_[at].refuses_token = true;
-  }
-
-  // --- observing ---
-  milliseconds Elapsed() const {
-    return std::chrono::duration_cast<milliseconds>(now_ - start_);
-  }
-  int Probes(const std::string& at) const {
-    auto it = probes_.find(at);
-    return it == probes_.end() ? 0 : it->second;
-  }
-  int TotalProbes() const {
-    int total = 0;
-    for (const auto& [at, count] : probes_) total += count;
-    return total;
-  }
-  const std::vector<int>& ServeCalls() const { return serve_calls_; }
-  std::shared_ptr<InMemoryStore> StoreOf(const std::string& at) const {
-    auto it = sites_.find(at);
-    return it == sites_.end() ? nullptr : it->second.store;
-  }
-
-  // --- StoreSite ---
-  Reach Probe(const HostPort& at, milliseconds timeout) override {
-    const std::string key = at.ToString();
-    ++probes_[key];
-    if (cancelled_) return Reach::kSilent;  // returns promptly once cancelled
-    const Reach reach = ReachOf(key);
-    if (reach == Reach::kSilent) Advance(timeout);
-    return reach;
-  }
-
-  std::shared_ptr<Store> Connect(const HostPort& at, milliseconds timeout) override {
-    const std::string key = at.ToString();
-    ++connects_;
-    if (ReachOf(key) == Reach::kAnswered && sites_[key].refuses_token) {
-      throw StoreAuthError("fake: the store at " + key + " refused this node's token");
-    }
-    if (ReachOf(key) != Reach::kAnswered || !sites_[key].store) {
-      Advance(timeout);  // the real client retries until its timeout
-      throw StoreConnectionError("fake: no store at " + key);
-    }
-    if (sites_[key].latency > timeout) {
-      Advance(timeout);
-      throw StoreConnectionError("fake: the connection to " + key + " took longer than " +
-                                 std::to_string(timeout.count()) + " ms");
-    }
-    Advance(sites_[key].latency);
-    return sites_[key].store->Connect();
-  }
-
-  std::optional<HostPort> Serve(int port) override {
-    serve_calls_.push_back(port);
-    if (taken_.count(port)) return std::nullopt;
-    taken_.insert(port);
-    const HostPort local{"127.0.0.1", port};
-    Put(local.ToString(), BareStore());
-    return local;
-  }
-
-  bool Pause(milliseconds duration) override {
-    if (cancelled_) return false;
-    Advance(duration);
-    return true;
-  }
-
-  void Cancel() override { cancelled_ = true; }
-  Clock::time_point Now() override { return now_; }
-
- private:
-  struct Address {
-    Reach reach = Reach::kRefused;
-    std::shared_ptr<InMemoryStore> store;
-    bool refuses_token = false;
-    milliseconds latency{0};
-  };
-
-  Reach ReachOf(const std::string& at) const {
-    auto it = sites_.find(at);
-    return it == sites_.end() ? Reach::kRefused : it->second.reach;
-  }
-
-  void Advance(milliseconds duration) {
-    const Clock::time_point target = now_ + duration;
-    while (!actions_.empty() && actions_.begin()->first <= target) {
-      auto node = actions_.extract(actions_.begin());
-      now_ = std::max(now_, node.key());
-      node.mapped()();
-    }
-    now_ = target;
-  }
-
-  Clock::time_point start_;
-  Clock::time_point now_;
-  std::map<std::string, Address> sites_;
-  std::multimap<Clock::time_point, std::function<void()>> actions_;
-  std::map<std::string, int> probes_;
-  std::set<int> taken_;
-  std::vector<int> serve_calls_;
-  int connects_ = 0;
-  bool cancelled_ = false;
-};
 
 std::string At(const std::string& host, int port = kPort) { return host + ":" + std::to_string(port); }
 
@@ -680,7 +548,7 @@ TEST_CASE("Locate: the first endpoint is taken as is", "[failover]") {
   site.Put(At("10.0.0.10"), store);
   site.Put(At("10.0.0.11"), JobStore(MovedStoreMarker{1, At("10.0.0.11"), 4}));
   StoreFailover failover(Options(), site);
-  const StoreAt at = failover.Locate(kEndpoints, false, site.Now() + seconds(60));
+  const StoreAt at = failover.Locate(kEndpoints, false, site.clock().Now() + seconds(60));
   CHECK(at.address.ToString() == At("10.0.0.10"));
   CHECK(at.epoch == 0);
   CHECK_FALSE(at.serving);
@@ -700,7 +568,7 @@ TEST_CASE("Locate: a later endpoint only with a moved store of this job", "[fail
 
   SECTION("the moved store at endpoint 3") {
     site.Put(At("10.0.0.12"), JobStore(MovedStoreMarker{2, At("10.0.0.12"), 4}));
-    const StoreAt at = failover.Locate(kEndpoints, false, site.Now() + seconds(60));
+    const StoreAt at = failover.Locate(kEndpoints, false, site.clock().Now() + seconds(60));
     CHECK(at.address.ToString() == At("10.0.0.12"));
     CHECK(at.epoch == 2);
     CHECK_FALSE(at.serving);
@@ -710,14 +578,14 @@ TEST_CASE("Locate: a later endpoint only with a moved store of this job", "[fail
     site.At(milliseconds(7'000), [&site] {
       site.Put(At("10.0.0.11"), JobStore(MovedStoreMarker{1, At("10.0.0.11"), 4}));
     });
-    const StoreAt at = failover.Locate(kEndpoints, false, site.Now() + seconds(60));
+    const StoreAt at = failover.Locate(kEndpoints, false, site.clock().Now() + seconds(60));
     CHECK(at.address.ToString() == At("10.0.0.11"));
     CHECK(at.epoch == 1);
     CHECK(site.Elapsed() >= milliseconds(7'000));
     CHECK(site.Elapsed() <= milliseconds(7'000) + kRetry);
   }
   SECTION("none: only bare or unmarked stores until the deadline") {
-    CHECK_THROWS_AS(failover.Locate(kEndpoints, false, site.Now() + seconds(20)),
+    CHECK_THROWS_AS(failover.Locate(kEndpoints, false, site.clock().Now() + seconds(20)),
                     RendezvousConnectionError);
     CHECK(site.Elapsed() >= seconds(20));
     CHECK(site.Elapsed() <= seconds(20) + kRetry);
@@ -732,7 +600,7 @@ TEST_CASE("Locate: the first endpoint refusing the token is final, another one's
   SECTION("the job's own endpoint") {
     site.RefuseToken(At("10.0.0.10"));
     site.Put(At("10.0.0.12"), JobStore(MovedStoreMarker{2, At("10.0.0.12"), 4}));
-    CHECK_THROWS_WITH(failover.Locate(kEndpoints, false, site.Now() + seconds(60)),
+    CHECK_THROWS_WITH(failover.Locate(kEndpoints, false, site.clock().Now() + seconds(60)),
                       Catch::Contains("refused this node's token"));
     CHECK(site.Elapsed() == milliseconds(0));  // at once, not at join_timeout
   }
@@ -740,7 +608,7 @@ TEST_CASE("Locate: the first endpoint refusing the token is final, another one's
     site.SetReach(At("10.0.0.10"), Reach::kRefused);
     site.RefuseToken(At("10.0.0.11"));
     site.Put(At("10.0.0.12"), JobStore(MovedStoreMarker{2, At("10.0.0.12"), 4}));
-    const StoreAt at = failover.Locate(kEndpoints, false, site.Now() + seconds(60));
+    const StoreAt at = failover.Locate(kEndpoints, false, site.clock().Now() + seconds(60));
     CHECK(at.address.ToString() == At("10.0.0.12"));
   }
 }
@@ -750,7 +618,7 @@ TEST_CASE("Locate: serve_first joins a moved store at another endpoint", "[failo
   site.SetReach(At("10.0.0.11"), Reach::kSilent);
   site.Put(At("10.0.0.12"), JobStore(MovedStoreMarker{3, At("10.0.0.12"), 8}));
   StoreFailover failover(Options(), site);
-  const StoreAt at = failover.Locate(kEndpoints, true, site.Now() + seconds(60));
+  const StoreAt at = failover.Locate(kEndpoints, true, site.clock().Now() + seconds(60));
   CHECK_FALSE(at.serving);
   CHECK(at.epoch == 3);
   CHECK(at.address.ToString() == At("10.0.0.12"));
@@ -766,7 +634,7 @@ TEST_CASE("Locate: serve_first with no moved store serves the first endpoint's p
 
   SECTION("the endpoint's own port") {
     const std::vector<HostPort> endpoints = {Hp("10.0.0.10", 29555), Hp("10.0.0.11")};
-    const StoreAt at = failover.Locate(endpoints, true, site.Now() + seconds(60));
+    const StoreAt at = failover.Locate(endpoints, true, site.clock().Now() + seconds(60));
     CHECK(at.serving);
     CHECK(at.epoch == 0);
     CHECK(at.address.ToString() == At("127.0.0.1", 29555));
@@ -778,12 +646,12 @@ TEST_CASE("Locate: serve_first with no moved store serves the first endpoint's p
   SECTION("an endpoint without a port: the default port") {
     const std::vector<HostPort> endpoints = {HostPort{"10.0.0.10", std::nullopt},
                                              Hp("10.0.0.11")};
-    const StoreAt at = failover.Locate(endpoints, true, site.Now() + seconds(60));
+    const StoreAt at = failover.Locate(endpoints, true, site.clock().Now() + seconds(60));
     CHECK(at.serving);
     CHECK(site.ServeCalls() == std::vector<int>{kPort});
   }
   SECTION("a single endpoint") {
-    const StoreAt at = failover.Locate({Hp("10.0.0.10")}, true, site.Now() + seconds(60));
+    const StoreAt at = failover.Locate({Hp("10.0.0.10")}, true, site.clock().Now() + seconds(60));
     CHECK(at.serving);
     CHECK(site.TotalProbes() == 0);
   }
@@ -829,7 +697,7 @@ TEST_CASE("Locate: serve_first with the port taken looks for the store like any 
   site.TakePort(kPort);
   site.Put(At("10.0.0.10"), BareStore());  // another agent of this machine serves it
   StoreFailover failover(Options(), site);
-  const StoreAt at = failover.Locate(kEndpoints, true, site.Now() + seconds(60));
+  const StoreAt at = failover.Locate(kEndpoints, true, site.clock().Now() + seconds(60));
   CHECK_FALSE(at.serving);
   CHECK(at.address.ToString() == At("10.0.0.10"));
   CHECK(site.ServeCalls() == std::vector<int>{kPort});
@@ -841,7 +709,7 @@ TEST_CASE("Locate: nothing answers until the deadline", "[failover]") {
   site.SetReach(At("10.0.0.11"), Reach::kSilent);
   site.SetReach(At("10.0.0.12"), Reach::kRefused);
   StoreFailover failover(Options(), site);
-  const auto deadline = site.Now() + seconds(30);
+  const auto deadline = site.clock().Now() + seconds(30);
   try {
     failover.Locate(kEndpoints, false, deadline);
     FAIL("Locate returned");
@@ -850,8 +718,8 @@ TEST_CASE("Locate: nothing answers until the deadline", "[failover]") {
                Catch::Contains("10.0.0.10:29400,10.0.0.11:29400,10.0.0.12:29400"));
     CHECK_THAT(std::string(error.what()), Catch::Contains("join_timeout"));
   }
-  CHECK(site.Now() >= deadline);
-  CHECK(site.Now() <= deadline + kSlack);
+  CHECK(site.clock().Now() >= deadline);
+  CHECK(site.clock().Now() <= deadline + kSlack);
   CHECK(site.Probes(At("10.0.0.12")) >= 2);  // every endpoint, in every pass
   CHECK(site.ServeCalls().empty());
 }
@@ -860,7 +728,7 @@ TEST_CASE("Locate: a store answering at the first endpoint later is taken", "[fa
   FakeSite site;
   site.AnswersFrom(At("10.0.0.10"), milliseconds(12'000), BareStore(), Reach::kSilent);
   StoreFailover failover(Options(), site);
-  const StoreAt at = failover.Locate({Hp("10.0.0.10")}, false, site.Now() + seconds(60));
+  const StoreAt at = failover.Locate({Hp("10.0.0.10")}, false, site.clock().Now() + seconds(60));
   CHECK(at.address.ToString() == At("10.0.0.10"));
   CHECK(site.Elapsed() >= milliseconds(12'000));
   CHECK(site.Elapsed() <= milliseconds(12'000) + kSlack);
@@ -870,7 +738,7 @@ TEST_CASE("Locate: cancelled throws RendezvousClosedError", "[failover]") {
   FakeSite site;
   site.At(milliseconds(2'000), [&site] { site.Cancel(); });
   StoreFailover failover(Options(), site);
-  CHECK_THROWS_AS(failover.Locate(kEndpoints, false, site.Now() + seconds(60)),
+  CHECK_THROWS_AS(failover.Locate(kEndpoints, false, site.clock().Now() + seconds(60)),
                   RendezvousClosedError);
   CHECK(site.Elapsed() <= milliseconds(2'000) + kSlack);
 }

@@ -22,7 +22,6 @@ using namespace ddprun::rendezvous;
 namespace store = ddprun::store;
 using store::testing::Simulation;
 using store::testing::SimulatedStore;
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -35,7 +34,7 @@ std::string At(const std::string& host) { return host + ":" + std::to_string(kPo
 // Addresses with a store answer; any other refuses. Serve adds one at 127.0.0.1:<port>.
 class SimSite : public StoreSite {
  public:
-  explicit SimSite(Simulation& simulation) : simulation_(simulation) {}
+  explicit SimSite(Simulation& simulation) : StoreSite(simulation), simulation_(simulation) {}
 
   void Put(const std::string& at, std::shared_ptr<SimulatedStore> store) {
     std::lock_guard lock(mutex_);
@@ -51,7 +50,7 @@ class SimSite : public StoreSite {
     return probes_[at];
   }
   int stops = 0;
-  std::optional<Clock::time_point> stopped_at;
+  std::optional<ddprun::Clock::TimePoint> stopped_at;
 
   Reach Probe(const HostPort& at, milliseconds) override {
     std::lock_guard lock(mutex_);
@@ -75,13 +74,9 @@ class SimSite : public StoreSite {
     std::lock_guard lock(mutex_);
     stores_.erase(served_);
   }
-  bool Pause(milliseconds duration) override { return simulation_.Pause(duration, cancellation_); }
-  void Cancel() override { cancellation_.Cancel(); }
-  Clock::time_point Now() override { return simulation_.Now(); }
 
  private:
   Simulation& simulation_;
-  ddprun::Cancellation cancellation_;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<SimulatedStore>> stores_;
   std::map<std::string, int> probes_;
@@ -124,7 +119,7 @@ ElasticHandlerOptions HostZero(Simulation& simulation, milliseconds relocate_che
   return options;
 }
 
-milliseconds Since(Simulation& simulation, Clock::time_point start) {
+milliseconds Since(Simulation& simulation, ddprun::Clock::TimePoint start) {
   return std::chrono::duration_cast<milliseconds>(simulation.Now() - start);
 }
 
@@ -239,7 +234,7 @@ TEST_CASE("a node that lost its quorum joins the majority's moved store as a new
   // them as lost, and has no quorum there.
   for (int rank : {0, 1, 2}) {
     if (rank == round0.group_rank) continue;
-    own->SetString(kKeys.Round(0, "hb_at/" + std::to_string(rank)),
+    own->SetString(kKeys.HeartbeatAt(0, rank),
                    std::to_string(ddprun::WallClockMs(simulation) - 10'000));
   }
   auto moved = MovedStore(simulation);

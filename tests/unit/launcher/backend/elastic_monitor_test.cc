@@ -120,6 +120,7 @@ struct Harness {
 
   std::string Key(int round, const std::string& name) const { return Member(9).RoundKey(round, name); }
   std::int64_t Counter(int round, const std::string& name) { return store->Add(Key(round, name), 0); }
+  rendezvous::RendezvousKeys Keys() const { return Member(9).Keys(); }
 
   // Waits until `done()` holds, looking again each time the monitor reads its clock.
   template <typename Done>
@@ -178,19 +179,20 @@ TEST_CASE("elastic monitor: the round's change is posted as the agent's event",
 TEST_CASE("elastic monitor: this member beats every interval of its clock", "[elastic_monitor]") {
   Harness h;
   h.Watch(0, 0, 1);  // alone: nobody to watch
-  h.store->Wait({h.Key(0, "hb/0")}, kPromptly);
-  CHECK(h.Counter(0, "hb/0") == 1);  // at once
-  CHECK(h.store->GetString(h.Key(0, "hb_at/0")) == std::to_string(WallClockMs(h.clock)));
+  h.store->Wait({h.Keys().Heartbeat(0, 0)}, kPromptly);
+  CHECK(h.store->Add(h.Keys().Heartbeat(0, 0), 0) == 1);  // at once
+  CHECK(h.store->GetString(h.Keys().HeartbeatAt(0, 0)) == std::to_string(WallClockMs(h.clock)));
   REQUIRE(h.clock.AwaitReads(6, kPromptly));  // several looks, no time passed: no beat
-  CHECK(h.Counter(0, "hb/0") == 1);
+  CHECK(h.store->Add(h.Keys().Heartbeat(0, 0), 0) == 1);
   h.clock.Advance(kInterval - 1ms);
   REQUIRE(h.clock.AwaitReads(6, kPromptly));
-  CHECK(h.Counter(0, "hb/0") == 1);
+  CHECK(h.store->Add(h.Keys().Heartbeat(0, 0), 0) == 1);
   h.clock.Advance(1ms);
   const std::string now_ms = std::to_string(WallClockMs(h.clock));
   // The counter, then the time: both written by the beat.
   CHECK(h.Eventually([&] {
-    return h.Counter(0, "hb/0") == 2 && h.store->GetString(h.Key(0, "hb_at/0")) == now_ms;
+    return h.store->Add(h.Keys().Heartbeat(0, 0), 0) == 2 &&
+           h.store->GetString(h.Keys().HeartbeatAt(0, 0)) == now_ms;
   }));
 }
 
@@ -199,7 +201,7 @@ TEST_CASE("elastic monitor: a neighbour silent for interval x attempts is declar
   Harness h;
   h.store->SetString(h.Key(0, "node/2"), R"({"host": "host1"})");  // group rank 1's record
   h.Watch(0, 0, 2);
-  h.store->Wait({h.Key(0, "hb/1")}, kPromptly);  // it looked at its neighbour's counter
+  h.store->Wait({h.Keys().Heartbeat(0, 1)}, kPromptly);  // it looked at its neighbour's counter
   h.clock.Advance(3 * kInterval - 1ms);
   REQUIRE(h.clock.AwaitReads(6, kPromptly));  // looked again: still within the timeout
   CHECK_FALSE(h.store->Check({h.Key(0, "change")}));
@@ -225,9 +227,9 @@ TEST_CASE("elastic monitor: its own declaration reaches its agent before the acc
           "[elastic_monitor]") {
   Harness h;
   h.store->SetString(h.Key(0, "node/2"), R"({"host": "host1"})");
-  h.gate->Close(h.Key(0, "gone/1/n"));  // the accounting's first write hangs on a slow link
+  h.gate->Close(h.Keys().Gone(0, 1) + "/n");  // the accounting's first write hangs on a slow link
   h.Watch(0, 0, 2);
-  h.store->Wait({h.Key(0, "hb/1")}, kPromptly);
+  h.store->Wait({h.Keys().Heartbeat(0, 1)}, kPromptly);
   h.clock.Advance(3 * kInterval);
   REQUIRE(h.gate->AwaitReached());
   const auto event = h.events.Next(h.io, 2s);  // posted while the accounting waits
@@ -244,14 +246,14 @@ TEST_CASE("elastic monitor: after the change it goes on beating and watching",
           "[elastic_monitor]") {
   Harness h;
   h.Watch(0, 0, 2);
-  h.store->Wait({h.Key(0, "hb/1")}, kPromptly);
+  h.store->Wait({h.Keys().Heartbeat(0, 1)}, kPromptly);
   h.Member(5).Announce(0, {Kind::kNodeWaiting, -1, "host5", "node host5 is waiting to join"});
   REQUIRE(h.events.Next(h.io));
   REQUIRE(h.clock.AwaitPauses(1));  // between looks now: a pause on its clock
   h.clock.Advance(3 * kInterval);
   // The neighbour lost while the others rejoin is still declared gone (the change stays).
   CHECK(h.Eventually([&] { return h.Counter(1, "lost") == 1; }));
-  CHECK(h.Counter(0, "hb/0") >= 2);
+  CHECK(h.store->Add(h.Keys().Heartbeat(0, 0), 0) >= 2);
   CHECK(RoundChange::Decode(h.store->GetString(h.Key(0, "change"))).kind == Kind::kNodeWaiting);
 }
 
