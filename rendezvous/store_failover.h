@@ -75,7 +75,7 @@ std::vector<RoundMember> SuccessorOrder(const FailoverBasis& basis);
 
 struct FailoverOptions {
   std::string run_id;
-  int port = 29400;                          // every successor serves at this port
+  int port = kDefaultRendezvousPort;         // every successor serves at this port
   std::chrono::milliseconds window{15'000};  // the heartbeat timeout
   std::chrono::milliseconds retry{100};      // between two probes of one address
   std::chrono::milliseconds probe_timeout{1000};

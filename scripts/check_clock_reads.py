@@ -23,7 +23,7 @@ ALLOWED = {
     "launcher/process/proc_table.cc": "ProcProcessTable::Now, the real ProcessTable's time",
     "launcher/process/local_process_context.cc": "timestamps: a worker's exit, its last output",
     "launcher/event_log_file.cc": "timestamps of the event log's lines",
-    "launcher/backend/store_server_thread.cc": "I/O deadline: how long a stopped server lingers",
+    "store/store_server_thread.cc": "I/O deadline: how long a stopped server lingers",
     "store/tcp_store_client.cc": "I/O deadlines of a socket's reads and writes",
     "store/tcp_store_server.cc": "I/O deadlines: idle clients of the server",
     "store/tcp_store_server_connection.h": "I/O: a connection's last activity",

@@ -75,10 +75,11 @@ std::optional<HostPort> TcpStoreSite::Serve(int port) {
   try {
     store::ServerOptions serve = options_.serve;
     serve.port = port;
-    served_ = std::make_unique<StoreServerThread>(serve, options_.linger, options_.quiet_for,
-                                                  "--rdzv_conf store_bind names an address of "
-                                                  "this machine");
-  } catch (const PortInUseError&) {
+    served_ = std::make_unique<store::StoreServerThread>(
+        serve, store::StoreThreadOptions{
+                   options_.linger, options_.quiet_for,
+                   "--rdzv_conf store_bind names an address of this machine", true});
+  } catch (const store::PortInUseError&) {
     return std::nullopt;  // served already (another agent of this machine, or another program)
   }
   const std::string& host = options_.serve.host;
@@ -88,7 +89,7 @@ std::optional<HostPort> TcpStoreSite::Serve(int port) {
 
 // The server lingers for its clients (up to `linger`) outside the lock, so scrapes go on.
 void TcpStoreSite::StopServing() {
-  std::unique_ptr<StoreServerThread> stopped;
+  std::unique_ptr<store::StoreServerThread> stopped;
   {
     std::lock_guard lock(mutex_);
     stopped = std::move(served_);

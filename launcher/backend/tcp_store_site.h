@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "common/clock.h"
-#include "launcher/backend/store_server_thread.h"
+#include "store/store_server_thread.h"
 #include "rendezvous/store_failover.h"
 
 namespace ddprun::launcher::backend {
@@ -41,7 +41,7 @@ class TcpStoreSite : public rendezvous::StoreSite {
  private:
   TcpStoreSiteOptions options_;
   std::mutex mutex_;
-  std::unique_ptr<StoreServerThread> served_;
+  std::unique_ptr<store::StoreServerThread> served_;
 };
 
 }  // namespace ddprun::launcher::backend
