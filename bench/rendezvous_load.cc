@@ -20,11 +20,11 @@
 // (WAIT then GET, as PyTorch's client and ours send it), a set as one (it has no reply). On etcd
 // these are still store operations, not HTTP calls (an ADD there is a range and a transaction,
 // a wait a range and a watch): bench/etcd_bench.py counts etcd's own calls from its metrics.
-#include <CLI/CLI.hpp>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>

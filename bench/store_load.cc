@@ -6,7 +6,6 @@
 // machine 64 blocking threads spend more CPU switching than the server spends serving, and the
 // bench then measures the load generator. Each client still has exactly one operation in flight
 // and issues the requests PyTorch's client issues (a get is WAIT then GET).
-#include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -138,11 +138,12 @@ class Client {
 
   // VALIDATE + PING on the still blocking socket, as PyTorch 2.x's client does.
   void Handshake() {
-    Bytes hello = EncodeRequest(generation_, {Command::kValidate, {}, {}, 0,
-                                              ddprun::store::kValidationMagic});
+    Bytes hello = EncodeRequest(generation_,
+                                {Command::kValidate, {}, {}, 0, ddprun::store::kValidationMagic});
     const Bytes ping = EncodeRequest(generation_, {Command::kPing, {}, {}, 0, 7});
     hello.insert(hello.end(), ping.begin(), ping.end());
-    if (::send(fd_, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
+    if (::send(fd_, hello.data(), hello.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(hello.size())) {
       Fail("handshake");
     }
     std::uint8_t echo[4];
@@ -165,12 +166,14 @@ class Client {
 
   bool ReplyComplete() const {
     switch (expected_) {
-      case Reply::kNone: return true;
-      case Reply::kU8: return !input_.empty();
-      case Reply::kI64: return input_.size() >= 8;
+      case Reply::kNone:
+        return true;
+      case Reply::kU8:
+        return !input_.empty();
+      case Reply::kI64:
+        return input_.size() >= 8;
       case Reply::kBytes:
-        return input_.size() >= 8 &&
-               input_.size() >= 8 + ddprun::store::LoadU64(input_.data());
+        return input_.size() >= 8 && input_.size() >= 8 + ddprun::store::LoadU64(input_.data());
     }
     return false;
   }
@@ -210,8 +213,8 @@ void RunLoop(std::vector<Client*> clients, Clock::time_point end,
   std::vector<epoll_event> events(clients.size());
   for (auto now = Clock::now(); now < end; now = Clock::now()) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - now).count();
-    const int ready = ::epoll_wait(epoll, events.data(), static_cast<int>(events.size()),
-                                   static_cast<int>(left));
+    const int ready =
+        ::epoll_wait(epoll, events.data(), static_cast<int>(events.size()), static_cast<int>(left));
     if (ready < 0 && errno != EINTR) Fail("epoll_wait");
     for (int i = 0; i < ready; ++i) {
       Client& client = *clients[events[static_cast<std::size_t>(i)].data.u64];
@@ -251,7 +254,8 @@ int Run(const Flags& flags) {
   }
   std::vector<std::vector<std::int64_t>> latencies(shares.size());
   const auto began = Clock::now();
-  const auto end = began + std::chrono::milliseconds(static_cast<std::int64_t>(flags.seconds * 1000));
+  const auto end =
+      began + std::chrono::milliseconds(static_cast<std::int64_t>(flags.seconds * 1000));
   std::vector<std::thread> loops;
   std::vector<std::string> errors(shares.size());
   for (std::size_t t = 0; t < shares.size(); ++t) {
@@ -271,11 +275,11 @@ int Run(const Flags& flags) {
   std::vector<std::int64_t> all;
   for (const auto& part : latencies) all.insert(all.end(), part.begin(), part.end());
   std::sort(all.begin(), all.end());
-  std::printf("{\"clients\": %d, \"threads\": %d, \"ops\": %zu, \"seconds\": %.3f, "
-              "\"ops_per_s\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f}\n",
-              flags.clients, threads, all.size(), elapsed,
-              static_cast<double>(all.size()) / elapsed, Percentile(all, 0.50),
-              Percentile(all, 0.99));
+  std::printf(
+      "{\"clients\": %d, \"threads\": %d, \"ops\": %zu, \"seconds\": %.3f, "
+      "\"ops_per_s\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f}\n",
+      flags.clients, threads, all.size(), elapsed, static_cast<double>(all.size()) / elapsed,
+      Percentile(all, 0.50), Percentile(all, 0.99));
   return 0;
 }
 

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <utility>
 
+#include "cli/cli_internal.h"
 #include "common/errors.h"
 #include "common/version.h"
-#include "cli/cli_internal.h"
 
 namespace ddprun::cli {
 namespace {

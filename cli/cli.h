@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "elastic/launch_config.h"
 #include "cli/nproc.h"
+#include "elastic/launch_config.h"
 
 namespace ddprun::cli {
 

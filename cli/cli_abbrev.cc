@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "common/errors.h"
 #include "cli/cli_internal.h"
+#include "common/errors.h"
 
 namespace ddprun::cli {
 namespace {

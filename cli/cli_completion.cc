@@ -3,8 +3,8 @@
 // argparse's prefixes, and the training script after which everything is the script's.
 #include <string>
 
-#include "common/errors.h"
 #include "cli/cli_internal.h"
+#include "common/errors.h"
 
 namespace ddprun::cli {
 namespace {

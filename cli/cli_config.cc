@@ -6,11 +6,11 @@
 #include <climits>
 #include <filesystem>
 
+#include "cli/cli_internal.h"
+#include "cli/env_presets.h"
 #include "common/errors.h"
 #include "common/host_port.h"
 #include "elastic/arg_template.h"
-#include "cli/cli_internal.h"
-#include "cli/env_presets.h"
 
 namespace ddprun::cli {
 namespace {
@@ -169,7 +169,8 @@ void FillCompatibility(const RawValues& raw, LaunchConfig& config) {
   // without Python has none to load, and ignoring the name would put logs where the plugin's
   // user does not look.
   IfGiven(raw, "logs_specs", [&](const std::string& text, const std::string& name) {
-    throw UsageError(name + "=" + text + ": ddprun loads no Python LogsSpecs plugins (torchrun's "
+    throw UsageError(name + "=" + text +
+                     ": ddprun loads no Python LogsSpecs plugins (torchrun's "
                      "entry point group torchrun.logs_specs); drop the flag: the logs follow "
                      "torchrun's default layout (--log-dir, --redirects, --tee, "
                      "--local-ranks-filter)");

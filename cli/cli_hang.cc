@@ -5,8 +5,8 @@
 #include <climits>
 #include <cmath>
 
-#include "common/errors.h"
 #include "cli/cli_internal.h"
+#include "common/errors.h"
 
 namespace ddprun::cli {
 namespace {
@@ -16,7 +16,8 @@ using std::chrono::milliseconds;
 
 milliseconds PositiveSeconds(const std::string& text, const std::string& name) {
   if (text == "auto") {
-    throw UsageError(name + "=auto: must be a number of seconds > 0 (only --hang-timeout learns "
+    throw UsageError(name +
+                     "=auto: must be a number of seconds > 0 (only --hang-timeout learns "
                      "its value: --hang-timeout=auto)");
   }
   const double seconds = ParsePositiveSeconds(text, name);
@@ -27,21 +28,25 @@ milliseconds PositiveSeconds(const std::string& text, const std::string& name) {
 void RequireHangDetection(const LaunchConfig& config, const std::string& text,
                           const std::string& name) {
   if (config.hang.On()) return;
-  throw UsageError(name + "=" + text + ": applies only with hang detection, which is off; add "
-                   "--hang-timeout=SECONDS or --hang-timeout=auto, or drop " + name);
+  throw UsageError(name + "=" + text +
+                   ": applies only with hang detection, which is off; add "
+                   "--hang-timeout=SECONDS or --hang-timeout=auto, or drop " +
+                   name);
 }
 
-void RequireLearning(const LaunchConfig& config, const std::string& text,
-                     const std::string& name) {
+void RequireLearning(const LaunchConfig& config, const std::string& text, const std::string& name) {
   if (config.hang.learn) return;
-  throw UsageError(name + "=" + text + ": applies only to a learned hang timeout; add "
-                   "--hang-timeout=auto, or drop " + name);
+  throw UsageError(name + "=" + text +
+                   ": applies only to a learned hang timeout; add "
+                   "--hang-timeout=auto, or drop " +
+                   name);
 }
 
 double Factor(const std::string& text, const std::string& name) {
   const double factor = text == "auto" ? 0.0 : ParsePositiveSeconds(text, name);
   if (!(factor >= 1.0) || factor > 1000.0) {
-    throw UsageError(name + "=" + text + ": must be a number between 1 and 1000 (the learned "
+    throw UsageError(name + "=" + text +
+                     ": must be a number between 1 and 1000 (the learned "
                      "timeout is this many times the longest interval seen; default 5)");
   }
   return factor;

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "cli/cli.h"
 #include "completion/completion.h"
 #include "elastic/launch_config.h"
-#include "cli/cli.h"
 
 namespace ddprun::cli {
 

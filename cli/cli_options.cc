@@ -123,8 +123,7 @@ constexpr std::array<OptionSpec, 48> kOptions{{
      "the address --health_port listens on (default 127.0.0.1: loopback only)"},
     {"dry_run", 0, nullptr, false, kDdprun, "print the resolved configuration and exit"},
     {"print_completion", 0, "SHELL", false, kDdprun,
-     "print the shell completion script for ddprun and exit (bash, zsh or fish)",
-     "bash zsh fish"},
+     "print the shell completion script for ddprun and exit (bash, zsh or fish)", "bash zsh fish"},
     {"version", 0, nullptr, false, kDdprun, "print the version and the git revision and exit"},
     {"help", 'h', nullptr, false, kDdprun, "print this help and exit"},
 }};

@@ -2,20 +2,20 @@
 // which backend runs, where the static master is, the --rdzv_conf values, and the refusal of
 // what this build cannot launch. Each message names the option as the user gave it (flag,
 // PET_* variable or preset variable).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
 
-#include <unistd.h>
-
-#include "common/errors.h"
-#include "common/host_port.h"
 #include "cli/cli_internal.h"
 #include "cli/rdzv_token.h"
+#include "common/errors.h"
+#include "common/host_port.h"
 
 namespace ddprun::cli {
 namespace {

@@ -1,6 +1,7 @@
 // Value validators with torchrun's rules and one-line messages naming the accepted values.
 #include <algorithm>
 #include <array>
+#include <boost/algorithm/string.hpp>
 #include <cctype>
 #include <climits>
 #include <cmath>
@@ -10,12 +11,10 @@
 #include <random>
 #include <set>
 
-#include <boost/algorithm/string.hpp>
-
+#include "cli/cli_internal.h"
 #include "common/errors.h"
 #include "common/exit_status.h"
 #include "common/integer.h"
-#include "cli/cli_internal.h"
 
 namespace ddprun::cli {
 namespace {

@@ -251,8 +251,8 @@ void Slurm(PresetReader& reader) {
     const long long tasks = reader.Integer("SLURM_STEP_NUM_TASKS", 1, kMaxInt,
                                            "the number of tasks of the step, an integer >= 1");
     if (tasks != nodes) {
-      reader.Fail("SLURM_STEP_NUM_TASKS=" + std::to_string(tasks) + ": expected one task per node (" +
-                  nodes_variable + "=" + std::to_string(nodes) +
+      reader.Fail("SLURM_STEP_NUM_TASKS=" + std::to_string(tasks) +
+                  ": expected one task per node (" + nodes_variable + "=" + std::to_string(nodes) +
                   "); start ddprun with srun --ntasks-per-node=1");
     }
   }

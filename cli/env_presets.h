@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "elastic/launch_config.h"
 #include "cli/cli.h"
 #include "cli/cli_internal.h"
+#include "elastic/launch_config.h"
 
 namespace ddprun::cli {
 

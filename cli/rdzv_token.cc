@@ -13,7 +13,8 @@
 namespace ddprun::cli {
 namespace {
 
-constexpr const char* kMakeOne = "make one with: head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE";
+constexpr const char* kMakeOne =
+    "make one with: head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE";
 
 std::string Trimmed(std::string text) {
   const auto end = text.find_last_not_of(" \t\r\n");
@@ -39,7 +40,8 @@ std::string ReadTokenFile(const std::string& path, const std::string& name) {
   if ((info.st_mode & (S_IROTH | S_IWOTH)) != 0) {
     throw UsageError(name + "=" + path +
                      ": the token file is readable or writable by every user of this machine: "
-                     "chmod o-rw " + path);
+                     "chmod o-rw " +
+                     path);
   }
   std::ifstream file(path, std::ios::binary);
   std::ostringstream contents;
@@ -59,7 +61,8 @@ std::optional<RendezvousToken> ReadRendezvousToken(
     const std::map<std::string, std::string>& rdzv_conf, const std::string& conf_name,
     const EnvLookup& env) {
   if (rdzv_conf.count("token") != 0) {
-    throw UsageError(conf_name + " token=...: a token on the command line is visible to every "
+    throw UsageError(conf_name +
+                     " token=...: a token on the command line is visible to every "
                      "user of the machine; put it in a file (token_file=PATH) or in "
                      "$DDPRUN_RDZV_TOKEN");
   }

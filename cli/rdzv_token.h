@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "elastic/launch_config.h"
 #include "cli/cli.h"
+#include "elastic/launch_config.h"
 
 namespace ddprun::cli {
 

@@ -1,8 +1,11 @@
 // Project-wide Asio include: Boost 1.74's asio/awaitable.hpp misses <utility> under C++20,
 // so every Asio user includes this header instead of <boost/asio.hpp>.
 #pragma once
+// <utility> first (see above), where include sorting would not put it.
+// clang-format off
 #include <utility>
 #include <boost/asio.hpp>
+// clang-format on
 
 namespace ddprun {
 namespace asio = boost::asio;

@@ -41,8 +41,7 @@ Clock& RealClock() {
 }
 
 std::int64_t WallClockMs(Clock& clock) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             clock.WallNow().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock.WallNow().time_since_epoch())
       .count();
 }
 

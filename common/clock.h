@@ -4,8 +4,8 @@
 // (tests/unit/common/fake_clock.h) instead of waiting out real timeouts.
 #pragma once
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 
 namespace ddprun {

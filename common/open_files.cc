@@ -27,16 +27,16 @@ OpenFileLimit RaiseOpenFileLimit() {
 
 const rlimit* OriginalOpenFileLimit() { return raised ? &original : nullptr; }
 
-std::optional<std::string> ConnectionShortfall(const std::string& asked,
-                                               std::uint64_t connections, OpenFileLimit limit,
-                                               const std::string& smaller,
+std::optional<std::string> ConnectionShortfall(const std::string& asked, std::uint64_t connections,
+                                               OpenFileLimit limit, const std::string& smaller,
                                                std::uint64_t reserve) {
   const std::uint64_t needed = connections + reserve;
   if (needed <= limit.soft) return std::nullopt;
   return asked + " needs about " + std::to_string(needed) + " open files, but the limit is " +
          std::to_string(limit.soft) + " (hard limit " + std::to_string(limit.hard) +
          "), so not every connection can be served: raise the hard limit (ulimit -Hn, systemd "
-         "LimitNOFILE=, /etc/security/limits.conf) or " + smaller;
+         "LimitNOFILE=, /etc/security/limits.conf) or " +
+         smaller;
 }
 
 }  // namespace ddprun

@@ -26,9 +26,8 @@ const rlimit* OriginalOpenFileLimit();
 // One line when serving `connections` (each one descriptor, plus `reserve` for everything else)
 // cannot fit `limit`: `asked` (what asks for them, e.g. "--max-connections=5000"), the limits,
 // and the fixes (raising the hard limit, or `smaller`); nullopt when it fits.
-std::optional<std::string> ConnectionShortfall(const std::string& asked,
-                                               std::uint64_t connections, OpenFileLimit limit,
-                                               const std::string& smaller,
+std::optional<std::string> ConnectionShortfall(const std::string& asked, std::uint64_t connections,
+                                               OpenFileLimit limit, const std::string& smaller,
                                                std::uint64_t reserve = 64);
 
 }  // namespace ddprun

@@ -13,9 +13,12 @@ using text::ShQuote;
 
 const char* PositionalName(Positionals positionals) {
   switch (positionals) {
-    case Positionals::kFiles: return "files";
-    case Positionals::kScript: return "script";
-    case Positionals::kNone: break;
+    case Positionals::kFiles:
+      return "files";
+    case Positionals::kScript:
+      return "script";
+    case Positionals::kNone:
+      break;
   }
   return "none";
 }
@@ -34,15 +37,18 @@ void WriteOptionFunction(std::ostream& out, const std::string& id, const Command
   for (const auto& [context, cmd] : Contexts(command)) {
     for (const Option& option : cmd->options) {
       std::vector<std::string> patterns;
-      for (const std::string& name : option.names) patterns.push_back(ShQuote(context + " " + name));
+      for (const std::string& name : option.names)
+        patterns.push_back(ShQuote(context + " " + name));
       out << "    " << text::Join(patterns, "|") << ") echo "
           << (option.TakesValue() ? ShQuote(option.key) : std::string("-")) << " ;;\n";
     }
   }
-  if (command.abbreviations) out << "    *) [[ -z $1 && $3 != exact ]] && __" << id << "_prefix \"$2\" ;;\n";
+  if (command.abbreviations)
+    out << "    *) [[ -z $1 && $3 != exact ]] && __" << id << "_prefix \"$2\" ;;\n";
   out << "  esac\n}\n\n";
   if (!command.abbreviations) return;
-  out << "__" << id << "_prefix() {  # argparse: a unique prefix of one option ('-' and '_' equal)\n"
+  out << "__" << id
+      << "_prefix() {  # argparse: a unique prefix of one option ('-' and '_' equal)\n"
       << "  local word=\"${1#--}\" name canon hit=\"\" spelled=\"\"\n"
       << "  [[ $1 == --?* && $word != *=* ]] || return 0\n"
       << "  word=\"${word//-/_}\"\n"
@@ -69,11 +75,14 @@ void WriteValuesFunction(std::ostream& out, const std::string& id, const Command
           out << "    " << pattern << ") __" << id << "_words "
               << ShQuote(text::Join(option.choices)) << " \"$3\" ;;\n";
           break;
-        case ValueKind::kFile: out << "    " << pattern << ") __" << id << "_files \"$3\" ;;\n"; break;
+        case ValueKind::kFile:
+          out << "    " << pattern << ") __" << id << "_files \"$3\" ;;\n";
+          break;
         case ValueKind::kDirectory:
           out << "    " << pattern << ") __" << id << "_dirs \"$3\" ;;\n";
           break;
-        case ValueKind::kNone: break;
+        case ValueKind::kNone:
+          break;
       }
     }
   }
@@ -125,7 +134,8 @@ void WriteMain(std::ostream& out, const std::string& id, const Command& command)
       << "      --) [[ $(" << f << "_positional \"$ctx\") == none ]] || " << f
       << "_files \"$cur\"; return ;;\n"
       << "      --*=*) continue ;;\n"
-      << "      -?*) key=\"$(" << f << "_option \"$ctx\" \"$word\")\"; [[ $key == - ]] && key=\"\"; "
+      << "      -?*) key=\"$(" << f
+      << "_option \"$ctx\" \"$word\")\"; [[ $key == - ]] && key=\"\"; "
       << "continue ;;\n"
       << "    esac\n";
   if (!subs.empty()) {

@@ -12,9 +12,12 @@ std::string WriteFish(const Command& command, const std::string& generator);  //
 
 std::string WriteScript(Shell shell, const Command& command, const std::string& generator) {
   switch (shell) {
-    case Shell::kBash: return WriteBash(command, generator);
-    case Shell::kZsh: return WriteZsh(command, generator);
-    case Shell::kFish: break;
+    case Shell::kBash:
+      return WriteBash(command, generator);
+    case Shell::kZsh:
+      return WriteZsh(command, generator);
+    case Shell::kFish:
+      break;
   }
   return WriteFish(command, generator);
 }

@@ -22,9 +22,9 @@ enum class ValueKind {
 };
 
 struct Option {
-  std::string key;                  // unique within its command: "nproc_per_node", "host"
-  std::vector<std::string> names;   // every spelling, dashes included: "--nproc-per-node", "-m"
-  std::string metavar;              // empty: a flag without value
+  std::string key;                 // unique within its command: "nproc_per_node", "host"
+  std::vector<std::string> names;  // every spelling, dashes included: "--nproc-per-node", "-m"
+  std::string metavar;             // empty: a flag without value
   ValueKind value = ValueKind::kNone;
   std::vector<std::string> choices;  // ValueKind::kChoice
   std::string help;                  // one line

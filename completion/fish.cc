@@ -15,10 +15,14 @@ using text::FishQuote;
 std::string ValueFlags(const Option& option) {
   if (!option.TakesValue()) return "";
   switch (option.value) {
-    case ValueKind::kChoice: return " -x -a " + FishQuote(text::Join(option.choices));
-    case ValueKind::kFile: return " -r -F";
-    case ValueKind::kDirectory: return " -x -a '(__fish_complete_directories)'";
-    case ValueKind::kNone: break;
+    case ValueKind::kChoice:
+      return " -x -a " + FishQuote(text::Join(option.choices));
+    case ValueKind::kFile:
+      return " -r -F";
+    case ValueKind::kDirectory:
+      return " -x -a '(__fish_complete_directories)'";
+    case ValueKind::kNone:
+      break;
   }
   return " -x";
 }
@@ -76,7 +80,8 @@ void WriteScriptFunctions(std::ostream& out, const std::string& id, const Comman
       << "        switch $token\n            case --\n                return 0\n"
       << "            case '--*=*'\n            case '-?*'\n"
       << "                __fish_" << id << "_takes_value $token; and set value 1\n"
-      << "            case '*'\n                return 0\n        end\n    end\n    return 1\nend\n\n";
+      << "            case '*'\n                return 0\n        end\n    end\n    return "
+         "1\nend\n\n";
 }
 
 }  // namespace

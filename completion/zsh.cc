@@ -33,10 +33,14 @@ std::string Message(const std::string& text) {
 
 std::string Action(const Option& option) {
   switch (option.value) {
-    case ValueKind::kChoice: return "(" + text::Join(option.choices) + ")";
-    case ValueKind::kFile: return "_files";
-    case ValueKind::kDirectory: return "_files -/";
-    case ValueKind::kNone: break;
+    case ValueKind::kChoice:
+      return "(" + text::Join(option.choices) + ")";
+    case ValueKind::kFile:
+      return "_files";
+    case ValueKind::kDirectory:
+      return "_files -/";
+    case ValueKind::kNone:
+      break;
   }
   return " ";
 }
@@ -63,7 +67,9 @@ std::vector<std::string> Specs(const Command& command, bool in_subcommand) {
       specs.push_back(ShQuote("1:program:_files"));
       specs.push_back(ShQuote("*::argument:_files"));
       break;
-    case Positionals::kFiles: specs.push_back(ShQuote("*:file:_files")); break;
+    case Positionals::kFiles:
+      specs.push_back(ShQuote("*:file:_files"));
+      break;
     case Positionals::kNone:
       if (in_subcommand) specs.push_back(ShQuote("*:argument: "));
       break;

@@ -11,7 +11,7 @@ namespace ddprun::elastic {
 
 struct Agent::Round {
   rendezvous::RendezvousInfo info;
-  std::vector<PeerInfo> peers;  // multi-node only
+  std::vector<PeerInfo> peers;                                    // multi-node only
   std::optional<std::chrono::milliseconds> learned_hang_timeout;  // the job's, after the round
 };
 
@@ -137,9 +137,11 @@ void Agent::TakeRound(const rendezvous::RendezvousInfo& info, const std::vector<
   }
   if (info_.restart_count) restart_count_ = *info_.restart_count;
   if (Elastic()) {
-    spdlog::warn("[{}] round {} formed: {} node(s), world size {}; this node is group rank {} "
-                 "(restart count {})", spec_.role, info_.round, info_.group_world_size,
-                 ranks_.global_world_size, info_.group_rank, restart_count_);
+    spdlog::warn(
+        "[{}] round {} formed: {} node(s), world size {}; this node is group rank {} "
+        "(restart count {})",
+        spec_.role, info_.round, info_.group_world_size, ranks_.global_world_size, info_.group_rank,
+        restart_count_);
   }
   Emit("round_formed", {{"group_world_size", info_.group_world_size},
                         {"world_size", ranks_.global_world_size},
@@ -224,9 +226,8 @@ void Agent::StopAfterFailure() {
 void Agent::OnAllSucceeded() {
   spdlog::info("[{}] worker group successfully finished", spec_.role);
   if (!MultiNode()) {
-    processes_.Stop(SIGTERM, options_.shutdown_timeout, [this] {
-      Finish(Outcome(AgentResult::State::kSucceeded));
-    });
+    processes_.Stop(SIGTERM, options_.shutdown_timeout,
+                    [this] { Finish(Outcome(AgentResult::State::kSucceeded)); });
     return;
   }
   spdlog::info("[{}] Waiting {} seconds for other agents to finish.", spec_.role,
@@ -342,10 +343,14 @@ void Agent::HandleSignal(int signal) {
 // heartbeats stop first reports a lost node instead of this signal. Finishing waits for the
 // record (FinishStoppedOnceTold); a second signal, or a peer lost meanwhile, stops the wait.
 void Agent::TellPeersLeaving(int signal, const std::string& signal_name) {
-  ProcessFailure stop{0, ranks_.base_global_rank, 0, ExitStatus::Signaled(signal),
-                      options_.clock->WallNow(), "<N/A>",
-                      "the agent of node " + std::to_string(info_.group_rank) + " received " +
-                          signal_name};
+  ProcessFailure stop{
+      0,
+      ranks_.base_global_rank,
+      0,
+      ExitStatus::Signaled(signal),
+      options_.clock->WallNow(),
+      "<N/A>",
+      "the agent of node " + std::to_string(info_.group_rank) + " received " + signal_name};
   telling_peers_ = true;
   Publish({info_.group_rank, spec_.hostname, stop}, true, [this] {
     telling_peers_ = false;

@@ -106,8 +106,15 @@ class Agent {
 
  private:
   enum class State {
-    kInit, kRendezvous, kHealthy, kStoppingAfterFailure, kStoppingForChange,
-    kStoppingForSignal, kExitBarrier, kFailureBarrier, kFinished
+    kInit,
+    kRendezvous,
+    kHealthy,
+    kStoppingAfterFailure,
+    kStoppingForChange,
+    kStoppingForSignal,
+    kExitBarrier,
+    kFailureBarrier,
+    kFinished
   };
   struct Round;  // the outcome of a rendezvous, filled off the event loop
 
@@ -180,7 +187,7 @@ class Agent {
     std::string host;
     bool local = false;
   };
-  std::vector<FailureOrigin> failure_origins_;  // one per entry of failures_
+  std::vector<FailureOrigin> failure_origins_;       // one per entry of failures_
   std::optional<std::pair<int, std::string>> lost_;  // node rank, reason
   // The running barrier's own store connection, interrupted to cancel it at once.
   struct Barrier {

@@ -67,18 +67,18 @@ void Agent::OnStacksDumped() {
   failure.hangs_before_progress = hangs_before_progress_;
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& worker : attempt_.workers) ranks.push_back(worker.global_rank);
-  Emit("hang", {{"kind", hang_->kind == HangReport::Kind::kTimerExpired ? "timer_expired"
-                                                                        : "no_progress"},
-                {"rank", failure.global_rank},
-                {"local_rank", failure.local_rank},
-                {"cause", hang_->cause},
-                {"scope", hang_->scope},
-                {"ranks", ranks},
-                {"stacks", StackFiles()},
-                {"startup", hang_->startup},
-                {"before_progress", failure.hang_before_progress},
-                {"hangs_before_progress", hangs_before_progress_},
-                {"summary", failure.message}});
+  Emit("hang",
+       {{"kind", hang_->kind == HangReport::Kind::kTimerExpired ? "timer_expired" : "no_progress"},
+        {"rank", failure.global_rank},
+        {"local_rank", failure.local_rank},
+        {"cause", hang_->cause},
+        {"scope", hang_->scope},
+        {"ranks", ranks},
+        {"stacks", StackFiles()},
+        {"startup", hang_->startup},
+        {"before_progress", failure.hang_before_progress},
+        {"hangs_before_progress", hangs_before_progress_},
+        {"summary", failure.message}});
   if (hang_->kind == HangReport::Kind::kTimerExpired && hang_->signal > 0) {
     processes_.Signal(hang_->local_rank, hang_->signal);  // what the timer asked for
   }
@@ -115,9 +115,9 @@ ProcessFailure Agent::HangFailure() const {
   }
   failure.time = hang_->time;
   failure.hang = true;
-  failure.message = "hang: " +
-                    RankText(GlobalRankOf(hang_->local_rank), hang_->local_rank, hang_->pid) +
-                    ": " + hang_->cause;
+  failure.message =
+      "hang: " + RankText(GlobalRankOf(hang_->local_rank), hang_->local_rank, hang_->pid) + ": " +
+      hang_->cause;
   const std::string places_text = DescribePlaces(places, ReadSourceLine);
   if (!places_text.empty()) failure.message += "\n" + places_text;
   const std::vector<std::string> stack_files = StackFiles();
@@ -164,8 +164,8 @@ bool Agent::StopForHangsBeforeProgress() {
       std::to_string(spec_.max_restarts) + " restarts left unspent; look at the stacks of the " +
       "hangs above, or raise --hang-startup-timeout if start-up is slower than " +
       DurationText(spec_.hang.startup);
-  Emit("no_progress_stop", {{"hangs_before_progress", hangs_before_progress_},
-                            {"restarts_left", restarts_left}});
+  Emit("no_progress_stop",
+       {{"hangs_before_progress", hangs_before_progress_}, {"restarts_left", restarts_left}});
   FinishFailed(line);
   return true;
 }
@@ -195,14 +195,18 @@ void Agent::PublishLearnedHangTimeout() {
   store::Store* job_store = info_.job_store;
   if (job_store == nullptr || !learned_hang_timeout_) return;
   runner_.Run(
-      [job_store, mine = learned_hang_timeout_] { elastic::ShareLearnedHangTimeout(*job_store, mine); },
+      [job_store, mine = learned_hang_timeout_] {
+        elastic::ShareLearnedHangTimeout(*job_store, mine);
+      },
       [](std::exception_ptr error) {
         if (!error) return;
         try {
           std::rethrow_exception(error);
         } catch (const std::exception& failure) {
-          spdlog::warn("could not keep the learned hang timeout in the job's store: {} (the next "
-                       "round tries again)", failure.what());
+          spdlog::warn(
+              "could not keep the learned hang timeout in the job's store: {} (the next "
+              "round tries again)",
+              failure.what());
         }
       });
 }

@@ -30,13 +30,16 @@ void Agent::HandleRemoteFailure(const NodeFailure& record) {
                           {"rank", record.failure.global_rank},
                           {"exitcode", record.failure.status.TorchrunCode()}});
   if (record.failure.hang) {  // where every rank was: the line a user needs, on every node
-    spdlog::error("[{}] node {} (host {}) found the group hung; stopping the workers of this "
-                  "node after their stacks:\n{}", spec_.role, record.node_rank, record.host,
-                  record.failure.message);
+    spdlog::error(
+        "[{}] node {} (host {}) found the group hung; stopping the workers of this "
+        "node after their stacks:\n{}",
+        spec_.role, record.node_rank, record.host, record.failure.message);
   } else {
-    spdlog::error("[{}] node {} (host {}) failed: rank {} exitcode {}; stopping the workers of "
-                  "this node", spec_.role, record.node_rank, record.host,
-                  record.failure.global_rank, record.failure.status.TorchrunCode());
+    spdlog::error(
+        "[{}] node {} (host {}) failed: rank {} exitcode {}; stopping the workers of "
+        "this node",
+        spec_.role, record.node_rank, record.host, record.failure.global_rank,
+        record.failure.status.TorchrunCode());
   }
   failures_.push_back(record.failure);
   failure_origins_.push_back({record.node_rank, record.host, false});

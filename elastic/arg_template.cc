@@ -36,7 +36,8 @@ std::string SafeSubstitute(const std::string& text,
     const std::size_t name_pos = pos + (braced ? 2 : 1);
     const std::size_t length = IdentLength(text, name_pos);
     const std::size_t end = name_pos + length + (braced ? 1 : 0);
-    const bool well_formed = length > 0 && (!braced || (end <= text.size() && text[end - 1] == '}'));
+    const bool well_formed =
+        length > 0 && (!braced || (end <= text.size() && text[end - 1] == '}'));
     const auto found = well_formed ? values.find(text.substr(name_pos, length)) : values.end();
     if (found == values.end()) {
       out += '$';

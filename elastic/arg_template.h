@@ -8,6 +8,7 @@ namespace ddprun::elastic {
 
 // Replaces $name and ${name} found in `values`, turns $$ into $, and leaves every other
 // $-sequence untouched (identifiers are [_a-zA-Z][_a-zA-Z0-9]*, as Python's idpattern).
-std::string SafeSubstitute(const std::string& text, const std::map<std::string, std::string>& values);
+std::string SafeSubstitute(const std::string& text,
+                           const std::map<std::string, std::string>& values);
 
 }  // namespace ddprun::elastic

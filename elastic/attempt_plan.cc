@@ -52,11 +52,11 @@ WorkerLaunch PlanWorker(const WorkerSpec& spec, const WorkerGroupEnv& group,
   AddDiagnosticsEnv(worker.env, {rank_dir, worker.pulse_file, spec.timer_file});
   worker.out = RouteStream(spec, local_rank, StreamSelection::kStdout, rank_dir + "/stdout.log");
   worker.err = RouteStream(spec, local_rank, StreamSelection::kStderr, rank_dir + "/stderr.log");
-  worker.prefix = SafeSubstitute(spec.prefix_template,
-                                 {{"role_name", spec.role},
-                                  {"local_rank", std::to_string(local_rank)},
-                                  {"rank", std::to_string(worker.global_rank)},
-                                  {"hostname", spec.hostname}});
+  worker.prefix =
+      SafeSubstitute(spec.prefix_template, {{"role_name", spec.role},
+                                            {"local_rank", std::to_string(local_rank)},
+                                            {"rank", std::to_string(worker.global_rank)},
+                                            {"hostname", spec.hostname}});
   return worker;
 }
 

@@ -28,9 +28,9 @@ struct WorkerSpec {
   bool virtual_local_rank = false;
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
-  HangTimeouts hang;  // --hang-timeout and --hang-startup-timeout; off unless hang.On()
+  HangTimeouts hang;              // --hang-timeout and --hang-startup-timeout; off unless hang.On()
   int max_no_progress_hangs = 3;  // --max-no-progress-hangs; 0: never stop for them
-  std::string timer_file;  // TORCHELASTIC_ENABLE_FILE_TIMER=1: the timer FIFO; "": no timer
+  std::string timer_file;         // TORCHELASTIC_ENABLE_FILE_TIMER=1: the timer FIFO; "": no timer
   std::vector<CpuBinding> cpu_binding;  // --numa-binding, by local rank; empty: none
 };
 

@@ -79,8 +79,8 @@ std::size_t LongestLine(const std::string& text) {
 }  // namespace
 
 ProcessFailure MakeFailure(const WorkerExit& exit, int global_rank, const std::string& error_file) {
-  ProcessFailure failure{exit.local_rank, global_rank, exit.pid, exit.status, exit.time,
-                         "<N/A>", FallbackMessage(exit)};
+  ProcessFailure failure{exit.local_rank, global_rank,          exit.pid, exit.status, exit.time,
+                         "<N/A>",         FallbackMessage(exit)};
   if (!exit.error_file_json && exit.spawn_error.empty() && !exit.stderr_tail.empty()) {
     // No @record: what the worker last said beats a link to the docs.
     failure.message = (exit.status.Signaled() ? failure.message + "\n" : std::string()) +

@@ -18,9 +18,9 @@ struct WorkerExit {
   int local_rank = 0;
   pid_t pid = 0;
   ExitStatus status;
-  SystemTime time;                               // when the exit was observed
-  std::optional<std::string> error_file_json;    // TORCHELASTIC_ERROR_FILE's content, if written
-  std::string spawn_error;                       // why exec failed (status 126/127), else empty
+  SystemTime time;                             // when the exit was observed
+  std::optional<std::string> error_file_json;  // TORCHELASTIC_ERROR_FILE's content, if written
+  std::string spawn_error;                     // why exec failed (status 126/127), else empty
   std::string stderr_tail;  // the last lines of its stderr, when the launcher saw them
   std::string stack_dump;   // what it wrote to stderr after DumpStacks asked for its stacks
 };
@@ -32,10 +32,10 @@ struct HangReport {
   Kind kind = Kind::kNoProgress;
   int local_rank = 0;  // the silent rank / the rank whose timer expired
   pid_t pid = 0;
-  SystemTime time;     // when it was detected
-  std::string cause;   // one line: "no progress from local rank 1 for 10 s (...)"
-  std::string scope;   // kTimerExpired: the scope_id
-  int signal = 0;      // kTimerExpired: the signal the request asked for
+  SystemTime time;          // when it was detected
+  std::string cause;        // one line: "no progress from local rank 1 for 10 s (...)"
+  std::string scope;        // kTimerExpired: the scope_id
+  int signal = 0;           // kTimerExpired: the signal the request asked for
   bool startup = false;     // kNoProgress: the rank never showed progress (start-up timeout)
   bool progressed = false;  // a rank of this node showed progress past start-up this attempt
 };

@@ -1,7 +1,8 @@
 // torchelastic's file timer, the policy half (the FIFO itself is served in launcher/process):
 // the request lines FileTimerClient writes, and the table of armed timers that decides which
 // worker to signal when. Wire format (torch/distributed/elastic/timer/file_based_local_timer.py):
-//   {"version": 1, "pid": <int>, "scope_id": "<str>", "expiration_time": <epoch s>, "signal": <int>}
+//   {"version": 1, "pid": <int>, "scope_id": "<str>", "expiration_time": <epoch s>, "signal":
+//   <int>}
 // A release is the same line with expiration_time -1 (any negative value) and signal 0.
 #pragma once
 #include <sys/types.h>

@@ -32,10 +32,10 @@ struct StreamSelection {
 
 // How the training script is turned into a command line.
 enum class RunMode {
-  kPython,      // <python> -u script args
-  kModule,      // <python> -u -m module args
-  kNoPython,    // script args (exec directly)
-  kRunPath,     // <python> -u -c runpy.run_path(script) args (emulates torchrun's --run_path)
+  kPython,    // <python> -u script args
+  kModule,    // <python> -u -m module args
+  kNoPython,  // script args (exec directly)
+  kRunPath,   // <python> -u -c runpy.run_path(script) args (emulates torchrun's --run_path)
 };
 
 // One option value that --env_preset supplied, and whether an explicit setting overrode it.
@@ -88,8 +88,8 @@ struct LaunchConfig {
   std::string rdzv_id = "none";
   std::map<std::string, std::string> rdzv_conf;
   RendezvousSettings rdzv_settings;  // rdzv_conf's values, parsed
-  bool standalone = false;  // also set when torchrun would silently go standalone
-  bool standalone_flag = false;  // --standalone given (prints the banner)
+  bool standalone = false;           // also set when torchrun would silently go standalone
+  bool standalone_flag = false;      // --standalone given (prints the banner)
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = kDefaultMasterPort;  // --master_port, MASTER_PORT or the static endpoint's

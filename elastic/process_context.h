@@ -1,11 +1,12 @@
 // The ProcessContext seam: starts one process per local rank and reports each exit as an
 // event; stops the group with a signal, one shared grace deadline, then SIGKILL.
 #pragma once
+#include <sys/types.h>
+
 #include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -19,9 +20,9 @@ namespace ddprun::elastic {
 
 // Where one stream of one worker goes.
 struct StreamRoute {
-  std::string file;          // non-empty: written to this file (redirect or tee)
-  bool to_console = true;    // shown on the launcher's console
-  bool prefixed = false;     // routed through the launcher with a line prefix (tee)
+  std::string file;        // non-empty: written to this file (redirect or tee)
+  bool to_console = true;  // shown on the launcher's console
+  bool prefixed = false;   // routed through the launcher with a line prefix (tee)
   // Routed through the launcher even when not prefixed (a pseudo-terminal where the console is
   // one, so workers still see a terminal; a pipe otherwise), passed on byte for byte: its
   // bytes count as the worker's progress and its tail is kept for the failure summary.
@@ -36,11 +37,11 @@ struct WorkerLaunch {
   Environment env;
   StreamRoute out;
   StreamRoute err;
-  std::string prefix;      // console prefix for prefixed streams; "${pid}" is still to fill
-  std::string error_file;  // TORCHELASTIC_ERROR_FILE, read back when the worker fails
-  std::string pulse_file;  // hang detection: a FIFO each line written to is progress; "": none
-  std::string stacks_file; // where the stacks asked for by DumpStacks are copied; "": none
-  CpuBinding cpu_binding;  // --numa-binding: the CPUs it is pinned to before exec; empty: none
+  std::string prefix;       // console prefix for prefixed streams; "${pid}" is still to fill
+  std::string error_file;   // TORCHELASTIC_ERROR_FILE, read back when the worker fails
+  std::string pulse_file;   // hang detection: a FIFO each line written to is progress; "": none
+  std::string stacks_file;  // where the stacks asked for by DumpStacks are copied; "": none
+  CpuBinding cpu_binding;   // --numa-binding: the CPUs it is pinned to before exec; empty: none
 };
 
 // One attempt of the local worker group.
@@ -103,9 +104,9 @@ class ProcessContext {
   virtual void Signal(int local_rank, int signal) = 0;
   // Sends `signal` to every worker's process group, SIGKILLs what remains after `grace`, and
   // calls `on_stopped` once every worker has been reaped, or a bounded time after the SIGKILL
-  // for workers that will not die (reported through on_unkillable first). Calling it again re-sends the signal,
-  // keeps the earlier deadline and replaces the callback. Also cleans up what the workers
-  // left in their process groups.
+  // for workers that will not die (reported through on_unkillable first). Calling it again re-sends
+  // the signal, keeps the earlier deadline and replaces the callback. Also cleans up what the
+  // workers left in their process groups.
   virtual void Stop(int signal, std::chrono::milliseconds grace,
                     std::function<void()> on_stopped) = 0;
 };

@@ -112,21 +112,21 @@ std::optional<ProgressWatch::TimePoint> ProgressWatch::NextDeadline() const {
 std::string ProgressWatch::Cause(const Silence& silence,
                                  std::chrono::system_clock::time_point last_wall) const {
   if (silence.startup) {
-    return "no first progress within the start-up timeout of " +
-           DurationText(timeouts_.startup) +
+    return "no first progress within the start-up timeout of " + DurationText(timeouts_.startup) +
            " (no output, no pulse, no file timer request since it started; "
            "--hang-startup-timeout)";
   }
   std::ostringstream text;
   text << "no progress for " << DurationText(silence.length, 1) << " after its last "
-       << KindText(silence.last.value_or(ProgressKind::kOutput)) << " at " << LocalTimeText(last_wall, "%H:%M:%S")
-       << " (";
+       << KindText(silence.last.value_or(ProgressKind::kOutput)) << " at "
+       << LocalTimeText(last_wall, "%H:%M:%S") << " (";
   if (silence.learning) {
     text << "the hang timeout is still being learned; until then the start-up timeout of "
          << DurationText(timeouts_.startup) << " applies)";
   } else if (timeouts_.learn) {
-    text << "the hang timeout is " << DurationText(silence.timeout) << ", learned: "
-         << timeouts_.learning.factor << " x the longest interval between signs of progress, "
+    text << "the hang timeout is " << DurationText(silence.timeout)
+         << ", learned: " << timeouts_.learning.factor
+         << " x the longest interval between signs of progress, "
          << "at least " << DurationText(timeouts_.learning.floor) << ")";
   } else {
     text << "the hang timeout is " << DurationText(silence.timeout) << ")";

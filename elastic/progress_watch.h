@@ -31,9 +31,9 @@ class ProgressWatch {
     int local_rank = 0;
     TimePoint since;  // its last progress, or its start
     Ms length{0};
-    Ms timeout{0};        // the timeout that ran out
-    bool startup = false;  // no first progress yet: the start-up timeout ran out
-    bool learning = false;  // past its first progress, the timeout still being learned
+    Ms timeout{0};                     // the timeout that ran out
+    bool startup = false;              // no first progress yet: the start-up timeout ran out
+    bool learning = false;             // past its first progress, the timeout still being learned
     std::optional<ProgressKind> last;  // the kind of its last progress; none in start-up
   };
 

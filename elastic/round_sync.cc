@@ -6,7 +6,6 @@
 namespace ddprun::elastic {
 namespace {
 
-
 std::string RoleInfoKey(int group_rank) {
   return "torchelastic/role_info/" + std::to_string(group_rank);
 }
@@ -39,7 +38,8 @@ std::vector<PeerInfo> ExchangeRoleInfos(store::Store& store, const PeerInfo& min
 
 RankAssignment AssignFromPeers(const std::vector<PeerInfo>& peers, int group_rank) {
   std::vector<RoleInfo> infos;
-  for (const auto& peer : peers) infos.push_back({peer.role, peer.group_rank, peer.local_world_size});
+  for (const auto& peer : peers)
+    infos.push_back({peer.role, peer.group_rank, peer.local_world_size});
   const auto assignments = AssignRanks(infos);
   for (std::size_t i = 0; i < peers.size(); ++i) {
     if (peers[i].group_rank == group_rank) return assignments[i];
@@ -77,7 +77,8 @@ bool ExitBarrier(store::Store& store, const std::string& name, int world_size,
 }
 
 void LeaveBarrier(store::Store& store, const std::string& name, int world_size) {
-  if (store.Add(name + "/num_members", 1) >= world_size) store.SetString(name + "/last_member", "1");
+  if (store.Add(name + "/num_members", 1) >= world_size)
+    store.SetString(name + "/last_member", "1");
 }
 
 }  // namespace ddprun::elastic

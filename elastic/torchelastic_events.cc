@@ -94,7 +94,8 @@ void TorchelasticEvents::OnFinished(const nlohmann::json& fields) {
     return;
   }
   std::string reason = fields.value("error", "");
-  if (reason.empty()) reason = "stopped (exit code " + std::to_string(fields.value("exit_code", 1)) + ")";
+  if (reason.empty())
+    reason = "stopped (exit code " + std::to_string(fields.value("exit_code", 1)) + ")";
   Tell("FAILED", "AGENT", nullptr, reason, std::nullopt);
 }
 
@@ -109,7 +110,8 @@ void TorchelasticEvents::TellWorkers(bool succeeded) {
 void TorchelasticEvents::Tell(const std::string& state, const std::string& source,
                               const Worker* worker, std::optional<std::string> raw_error,
                               std::optional<double> duration_ms) {
-  nlohmann::ordered_json inner{{"group_world_size", group_world_size_}, {"entry_point", run_.entry_point}};
+  nlohmann::ordered_json inner{{"group_world_size", group_world_size_},
+                               {"entry_point", run_.entry_point}};
   if (worker != nullptr) {
     // One-element lists, as torch writes them (a trailing comma makes them tuples).
     inner["local_rank"] = {worker->local_rank};
@@ -134,12 +136,12 @@ void TorchelasticEvents::Tell(const std::string& state, const std::string& sourc
       {"metadata", inner.dump()},
       {"agent_restarts", restart_count_},
       {"duration_ms", duration_ms ? nlohmann::json(*duration_ms) : nlohmann::json(nullptr)}};
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-      clock_.WallNow().time_since_epoch());
+  const auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.WallNow().time_since_epoch());
   nlohmann::ordered_json event{{"name", "torchelastic.worker.status." + state},
-                       {"source", source},
-                       {"timestamp", now_ms.count()},
-                       {"metadata", metadata}};
+                               {"source", source},
+                               {"timestamp", now_ms.count()},
+                               {"metadata", metadata}};
   write_(event.dump());
 }
 

@@ -3,9 +3,9 @@
 // line, so that tooling that parses torchrun's "torchelastic.worker.status.*" lines reads
 // ddprun's too:
 //   {"name": "torchelastic.worker.status.<STATE>", "source": "AGENT"|"WORKER",
-//    "timestamp": <epoch ms (torch leaves 0)>, "metadata": {run_id, global_rank, group_rank, worker_id, role,
-//    hostname, state, total_run_time, rdzv_backend, raw_error, metadata, agent_restarts,
-//    duration_ms}}
+//    "timestamp": <epoch ms (torch leaves 0)>, "metadata": {run_id, global_rank, group_rank,
+//    worker_id, role, hostname, state, total_run_time, rdzv_backend, raw_error, metadata,
+//    agent_restarts, duration_ms}}
 // What is told, and when (as torchrun):
 // - RENDEZVOUS (AGENT, with duration_ms) each time a round forms (no ASSIGN_WORKER_RANKS: the
 //   round's ranks come with it);

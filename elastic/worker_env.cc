@@ -1,8 +1,7 @@
 #include "elastic/worker_env.h"
 
-#include <vector>
-
 #include <boost/algorithm/string.hpp>
+#include <vector>
 
 #include "common/env_names.h"
 #include "common/errors.h"
@@ -14,7 +13,8 @@ namespace {
 std::vector<std::string> VisibleDevices(const std::string& text) {
   std::vector<std::string> devices;
   boost::algorithm::split(devices, text, boost::algorithm::is_any_of(","));
-  for (auto& device : devices) boost::algorithm::trim_if(device, boost::algorithm::is_any_of(" \t"));
+  for (auto& device : devices)
+    boost::algorithm::trim_if(device, boost::algorithm::is_any_of(" \t"));
   return devices;
 }
 

@@ -8,11 +8,11 @@
 #include <sstream>
 #include <string>
 
+#include "cli/cli.h"
 #include "common/env_names.h"
 #include "common/errors.h"
 #include "elastic/worker_env.h"
 #include "fuzz/fuzz_support.h"
-#include "cli/cli.h"
 #include "launcher/dry_run.h"
 
 namespace {

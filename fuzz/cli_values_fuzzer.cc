@@ -8,13 +8,13 @@
 #include <cstdint>
 #include <string>
 
+#include "cli/cli_internal.h"
+#include "cli/nproc.h"
 #include "common/errors.h"
 #include "common/exit_status.h"
 #include "common/host_port.h"
 #include "elastic/arg_template.h"
 #include "fuzz/fuzz_support.h"
-#include "cli/cli_internal.h"
-#include "cli/nproc.h"
 
 namespace {
 

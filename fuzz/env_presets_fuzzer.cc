@@ -7,14 +7,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli/env_presets.h"
 #include "common/errors.h"
 #include "fuzz/fuzz_support.h"
-#include "cli/env_presets.h"
 
 namespace {
 
-using ddprun::fuzz::Require;
 using ddprun::cli::EnvLookup;
+using ddprun::fuzz::Require;
 
 long long Number(const std::string& text) {
   try {
@@ -40,8 +40,8 @@ void CheckSettings(const std::string& preset,
       // FirstSlurmHost is the first expanded host (checked by fuzz_slurm_hostlist, which
       // expands; expanding here would spend the run on million-host lists).
       // Inside a job step (srun) the step's list, else the job's.
-      const auto list = env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST")
-                                                   : env("SLURM_JOB_NODELIST");
+      const auto list =
+          env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST") : env("SLURM_JOB_NODELIST");
       Require(setting.value == ddprun::cli::FirstSlurmHost(*list),
               "slurm: the master is not the first host of the list");
     }

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "fuzz/fuzz_support.h"
 #include "cli/env_presets.h"
+#include "fuzz/fuzz_support.h"
 
 namespace {
 

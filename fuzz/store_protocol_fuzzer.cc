@@ -195,8 +195,8 @@ void CheckHandshake(std::span<const std::uint8_t> data) {
             "handshake: whole and piecewise feeds end differently", whole);
   }
   if (data.size() >= kChallengeBytes) {
-    (void)ParseChallenge(std::span<const std::uint8_t, kChallengeBytes>(data.data(),
-                                                                         kChallengeBytes));
+    (void)ParseChallenge(
+        std::span<const std::uint8_t, kChallengeBytes>(data.data(), kChallengeBytes));
   }
 }
 

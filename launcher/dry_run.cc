@@ -135,8 +135,9 @@ Notes PlanNotes(const LaunchConfig& config, const LaunchPlan& plan) {
     MultiNodeNotes(config, plan, notes);
   }
   if (plan.share_store_disabled) {  // static rendezvous: the workers keep the agents' store
-    const bool is_static = plan.kind == LaunchKind::kStatic ||
-                           (plan.kind == LaunchKind::kSingleNode && plan.first_round.use_agent_store);
+    const bool is_static =
+        plan.kind == LaunchKind::kStatic ||
+        (plan.kind == LaunchKind::kSingleNode && plan.first_round.use_agent_store);
     notes.push_back(is_static ? kShareStoreStatic : kOwnStore);
   }
   if (plan.store_bind) {
@@ -168,8 +169,8 @@ void PrintHangDetection(std::ostream& out, const elastic::WorkerSpec& spec) {
     Field(out, "hang_timeout", "off");
   } else {
     const std::string hang = elastic::DescribeHangTimeout(spec.hang);
-    Field(out, "hang_timeout", spec.hang.learn ? "learned: " + hang
-                                               : hang + " between signs of progress (fixed)");
+    Field(out, "hang_timeout",
+          spec.hang.learn ? "learned: " + hang : hang + " between signs of progress (fixed)");
     Field(out, "hang_startup_timeout",
           DurationText(spec.hang.startup) + " before a rank's first sign of progress");
   }

@@ -46,7 +46,7 @@ std::string FileTimerPath(const elastic::Environment& env);
 // The spec of this launch on the node `plan` describes (its host name, every local rank's
 // CPUs); its timer file (FileTimerPath) is chosen here, once.
 elastic::WorkerSpec MakeWorkerSpec(const elastic::LaunchConfig& config,
-                                   const backend::LaunchPlan& plan,
-                                   const elastic::Environment& env, const std::string& run_log_dir);
+                                   const backend::LaunchPlan& plan, const elastic::Environment& env,
+                                   const std::string& run_log_dir);
 
 }  // namespace ddprun::launcher

@@ -68,7 +68,8 @@ void* DdprunLazyResolve(std::size_t index) noexcept {
   if (library == kNoLibrary) Fail("lazy symbol out of range");
   // RTLD_NODELETE: the slots keep pointing into it for the program's life.
   void* handle = ::dlopen(kLibraries[library], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (handle == nullptr) Fail(std::string("cannot load ") + kLibraries[library] + ": " + ::dlerror());
+  if (handle == nullptr)
+    Fail(std::string("cannot load ") + kLibraries[library] + ": " + ::dlerror());
   std::size_t symbol = 0;
   std::size_t at = kNoLibrary;
   for (const char* entry : kTable) {

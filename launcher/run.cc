@@ -1,13 +1,15 @@
 #include "launcher/run.h"
 
-#include <boost/algorithm/string/join.hpp>
+#include <unistd.h>
+
 #include <algorithm>
+#include <boost/algorithm/string/join.hpp>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
 #include <optional>
-#include <unistd.h>
 
+#include "cli/cli.h"
 #include "common/asio.h"
 #include "common/env_names.h"
 #include "common/errors.h"
@@ -18,13 +20,12 @@
 #include "elastic/agent.h"
 #include "elastic/torchelastic_events.h"
 #include "launcher/agent_loop.h"
-#include "cli/cli.h"
+#include "launcher/backend/launch_backend.h"
 #include "launcher/dry_run.h"
 #include "launcher/event_log_file.h"
 #include "launcher/launch_setup.h"
 #include "launcher/machine_facts_reader.h"
 #include "launcher/process/local_process_context.h"
-#include "launcher/backend/launch_backend.h"
 #include "launcher/process/output_sink.h"
 #include "launcher/process/session_keeper.h"
 #include "launcher/telemetry/agent_telemetry.h"
@@ -64,7 +65,8 @@ std::unique_ptr<elastic::TorchelasticEvents> OpenConsoleEvents(const LaunchConfi
   run.run_id = config.rdzv_id;
   run.rdzv_backend = config.standalone ? "c10d" : config.rdzv_backend;
   // torch's get_entrypoint_name(): the program's base name ("python3", "train.sh").
-  run.entry_point = spec.command.empty() ? "" : std::filesystem::path(spec.command.front()).filename();
+  run.entry_point =
+      spec.command.empty() ? "" : std::filesystem::path(spec.command.front()).filename();
   return std::make_unique<elastic::TorchelasticEvents>(run, [](const std::string& line) {
     const std::string text = line + "\n";
     process::WriteAll(STDERR_FILENO, text);
@@ -103,7 +105,8 @@ telemetry::StoreLoadReader HostedStoreLoad(const backend::LaunchBackend& backend
 }
 
 // --health_port: served on the agent's loop; its address logged and in the event log.
-std::unique_ptr<telemetry::HealthServer> ServeHealth(asio::io_context& io, const LaunchConfig& config,
+std::unique_ptr<telemetry::HealthServer> ServeHealth(asio::io_context& io,
+                                                     const LaunchConfig& config,
                                                      telemetry::AgentTelemetry& telemetry) {
   if (!config.health_port) return nullptr;
   auto server = std::make_unique<telemetry::HealthServer>(
@@ -172,12 +175,14 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
 }  // namespace
 
 int Main(int argc, char** argv) {
-  if (process::IsSessionKeeper(argc, argv)) return process::RunSessionKeeper();  // before any flag is looked at
+  if (process::IsSessionKeeper(argc, argv))
+    return process::RunSessionKeeper();  // before any flag is looked at
   HeldSignals held;  // before anything else: no handled signal kills the launcher
   InitLogging();
   try {
-    const cli::CliResult cli = cli::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc),
-                                           cli::ProcessEnv(), cli::PersonalityOf(argv[0]));
+    const cli::CliResult cli =
+        cli::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), cli::ProcessEnv(),
+                              cli::PersonalityOf(argv[0]));
     if (cli.action == cli::CliResult::Action::kPrintAndExit) {
       std::cout << cli.text << std::flush;
       return ExitForHeldSignal(held, 0, "while printing");

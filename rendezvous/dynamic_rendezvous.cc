@@ -1,14 +1,14 @@
 #include "rendezvous/dynamic_rendezvous.h"
 
-#include "common/duration.h"
-#include "rendezvous/dynamic_rendezvous_values.h"
-#include "rendezvous/member_watch.h"
-
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 #include <utility>
+
+#include "common/duration.h"
+#include "rendezvous/dynamic_rendezvous_values.h"
+#include "rendezvous/member_watch.h"
 
 namespace ddprun::rendezvous {
 namespace {
@@ -64,7 +64,8 @@ RoundChange RoundChange::Decode(const std::string& text) {
   }
 }
 
-DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<store::Store> store)
+DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
+                                     std::shared_ptr<store::Store> store)
     : options_(std::move(options)), store_(std::move(store)), keys_{options_.run_id} {}
 
 milliseconds DynamicRendezvous::Left(TimePoint deadline) const {
@@ -160,8 +161,9 @@ void DynamicRendezvous::AfterArrival(const Ticket& ticket,
   const NodeDescriptor& node = options_.node;
   // Before this member is accounted for: the sealer reads it (RestartCountFor).
   if (member && outage_round_ == previous->round) store_->Add(RoundKey(round, "outage"), 1);
-  store_->SetString(keys_.Node(round, number),
-                    NodeRecord{node, WallClockMs(clock()), member ? previous->group_rank : -1}.Encode());
+  store_->SetString(
+      keys_.Node(round, number),
+      NodeRecord{node, WallClockMs(clock()), member ? previous->group_rank : -1}.Encode());
   const bool all_accounted =
       member && MarkAccounted(round, previous->group_rank, previous->group_world_size);
   if (number == 1) store_->SetString(keys_.Hint(), std::to_string(round));
@@ -208,8 +210,8 @@ void DynamicRendezvous::AnnounceRejoin(const FormedRound& previous) {
 void DynamicRendezvous::AwaitEndOf(int round, const Ticket& mine, TimePoint deadline) {
   // No change yet: the round runs full (a node with room would have announced itself).
   if (options_.on_waiting && !store_->Check({RoundKey(round, "change")})) {
-    options_.on_waiting("round " + std::to_string(round) +
-                        " runs with the maximum of " + std::to_string(options_.max_nodes) +
+    options_.on_waiting("round " + std::to_string(round) + " runs with the maximum of " +
+                        std::to_string(options_.max_nodes) +
                         " node(s): this node waits as a hot spare and takes the place of a "
                         "member that is lost or leaves");
   }
@@ -233,8 +235,7 @@ void DynamicRendezvous::AwaitEndOf(int round, const Ticket& mine, TimePoint dead
 }
 
 // Common case: two WAITs (MIN, then the seal), each answered by the server when the key comes.
-std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket,
-                                                        TimePoint deadline) {
+std::optional<FormedRound> DynamicRendezvous::AwaitSeal(const Ticket& ticket, TimePoint deadline) {
   const std::string sealed = RoundKey(ticket.round, "sealed");
   try {
     if (options_.give_up_alone && options_.alone_check_interval.count() > 0 &&
@@ -273,8 +274,7 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
     return;
   }
   const auto deadline = clock().Now() + timeout;
-  const std::string beat =
-      keys_.FormingHeartbeatAt(ticket.round, ticket.seq.Arrivals());
+  const std::string beat = keys_.FormingHeartbeatAt(ticket.round, ticket.seq.Arrivals());
   for (;;) {
     try {
       store_->Wait({key}, std::min(interval, Left(deadline)));
@@ -297,8 +297,7 @@ void DynamicRendezvous::WaitAlone(const std::string& key, const Ticket& ticket,
   const milliseconds beat_every = options_.keep_alive_interval;
   const milliseconds check_every = options_.alone_check_interval;
   const auto deadline = clock().Now() + timeout;
-  const std::string beat =
-      keys_.FormingHeartbeatAt(ticket.round, ticket.seq.Arrivals());
+  const std::string beat = keys_.FormingHeartbeatAt(ticket.round, ticket.seq.Arrivals());
   auto next_beat = beat_every.count() > 0 ? clock().Now() + beat_every : TimePoint::max();
   auto next_check = clock().Now() + check_every;
   bool alone = true;
@@ -335,9 +334,8 @@ void DynamicRendezvous::SweepSilentMembers(int round) {
   const std::int64_t patience = options_.HeartbeatTimeout().count();
   const std::string base_key = RoundKey(round - 1, "hb_base");
   const std::optional<std::int64_t> base =
-      store_->Check({base_key})
-          ? std::optional<std::int64_t>(IntText(store_->GetString(base_key)))
-          : std::nullopt;
+      store_->Check({base_key}) ? std::optional<std::int64_t>(IntText(store_->GetString(base_key)))
+                                : std::nullopt;
   const std::int64_t now = WallClockMs(clock());
   for (int rank = 0; rank < members; ++rank) {
     if (store_->Check({RoundKey(round, "acct/" + std::to_string(rank))})) continue;
@@ -470,8 +468,8 @@ std::vector<RoundMember> DynamicRendezvous::Members(int round, int count) {
   if (records.empty() || !store_->Check(records)) return members;  // one died before its record
   const std::vector<store::Bytes> values = store_->MultiGet(records);
   for (const store::Bytes& value : values) {
-    members.push_back({static_cast<int>(members.size()),
-                       NodeRecord::Decode(store::Store::ToString(value)).node});
+    members.push_back(
+        {static_cast<int>(members.size()), NodeRecord::Decode(store::Store::ToString(value)).node});
   }
   return members;
 }
@@ -495,11 +493,10 @@ void DynamicRendezvous::SeedMovedStore(const FormedRound& basis,
   // First the marker, not ready: a member that reconnects to this address (a successor on the
   // lost store's host) must not take the half-seeded store for the lost one.
   const auto write_marker = [&](bool ready) {
-    store_->SetString(keys_.MovedStore(), Json{{"epoch", marker.epoch},
-                                               {"addr", marker.addr},
-                                               {"basis", round},
-                                               {"ready", ready}}
-                                              .dump());
+    store_->SetString(
+        keys_.MovedStore(),
+        Json{{"epoch", marker.epoch}, {"addr", marker.addr}, {"basis", round}, {"ready", ready}}
+            .dump());
   };
   write_marker(false);
   store_->SetString(keys_.Hint(), std::to_string(round + 1));

@@ -106,8 +106,8 @@ struct RendezvousKeys {
 
 // What a node announces about itself when it joins a round.
 struct NodeDescriptor {
-  std::string host;       // host name, for messages
-  std::string addr;       // address other nodes reach it at (--local_addr or FQDN)
+  std::string host;  // host name, for messages
+  std::string addr;  // address other nodes reach it at (--local_addr or FQDN)
   int pid = 0;
   int local_world_size = 1;
   bool serves_store = false;  // this node's agent serves the rendezvous store
@@ -142,8 +142,8 @@ struct RoundMember {
 // The marker of a store that took over from a lost one (epoch 0: the original store).
 struct MovedStoreMarker {
   int epoch = 0;
-  std::string addr;  // host:port it serves at
-  int basis = -1;    // the last round formed in the lost store
+  std::string addr;   // host:port it serves at
+  int basis = -1;     // the last round formed in the lost store
   bool ready = true;  // false while the successor seeds it (written first, then true last)
 };
 
@@ -202,7 +202,7 @@ struct RoundChange {
   Kind kind = Kind::kNodeWaiting;
   int group_rank = -1;  // the node concerned (-1: a newcomer)
   std::string host;
-  std::string detail;   // one line: a failure record (JSON) or a reason
+  std::string detail;  // one line: a failure record (JSON) or a reason
 
   std::string Encode() const;
   static RoundChange Decode(const std::string& text);  // throws std::invalid_argument

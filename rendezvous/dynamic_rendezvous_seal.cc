@@ -69,7 +69,8 @@ void DynamicRendezvous::Seal(int round, SealBy by, const Ticket* mine) {
   store_->SetString(RoundKey(round, "sealed_seq"), std::to_string(seq.raw));
   if (by == SealBy::kMax && mine != nullptr && options_.member_timeout.count() > 0 &&
       AwaitsAccounting(round)) {
-    store_->SetString(RoundKey(round, "settling"), std::to_string(WallClockMs(clock())));  // for views
+    store_->SetString(RoundKey(round, "settling"),
+                      std::to_string(WallClockMs(clock())));  // for views
     try {
       WaitBeating(RoundKey(round, "all_accounted"), *mine, options_.member_timeout);
     } catch (const store::StoreTimeout&) {
@@ -128,8 +129,7 @@ void DynamicRendezvous::Publish(int round, SeqValue sealed_seq,
   if (store_->CompareSet(RoundKey(round, "sealed"), {}, mine) != mine) return;
   if (quorum.Holds()) return;
   // This side stops: wake the round's nodes still waiting for MIN, and tell later ones why.
-  const std::string why =
-      QuorumMessage(round, quorum.survivors, quorum.members, quorum.Needed());
+  const std::string why = QuorumMessage(round, quorum.survivors, quorum.members, quorum.Needed());
   store_->SetString(RoundKey(round, "min"), "1");
   store_->SetString(keys_.Closed(), why);
   Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, why});
@@ -186,8 +186,8 @@ DynamicRendezvous::Quorum DynamicRendezvous::CountQuorum(
 
 std::string DynamicRendezvous::QuorumMessage(int round, int survivors, int members,
                                              int needed) const {
-  return "lost quorum: only " + std::to_string(survivors) + " of the " +
-         std::to_string(members) + " nodes of round " + std::to_string(round - 1) +
+  return "lost quorum: only " + std::to_string(survivors) + " of the " + std::to_string(members) +
+         " nodes of round " + std::to_string(round - 1) +
          " came back to the rendezvous store (at least " + std::to_string(needed) +
          " needed); the others may be training on the other side of a network partition, so "
          "this side stops";
@@ -223,8 +223,7 @@ std::vector<std::pair<int, int>> DynamicRendezvous::DeadWhileForming(int round, 
 int DynamicRendezvous::RestartCountFor(int round) {
   int restarts = 0;
   if (round > 0 && store_->Check({RoundKey(round - 1, "sealed")})) {
-    restarts =
-        IntField(Json::parse(store_->GetString(RoundKey(round - 1, "sealed"))), "restarts");
+    restarts = IntField(Json::parse(store_->GetString(RoundKey(round - 1, "sealed"))), "restarts");
   }
   const bool failed = store_->Add(RoundKey(round, "failures"), 0) > 0;
   const bool lost_a_member = store_->Add(keys_.GoneCount(round), 0) > 0;
@@ -249,8 +248,7 @@ void DynamicRendezvous::AccountGone(int round, int group_rank, const RoundChange
   if (change.kind == RoundChange::Kind::kNodeLost) store_->Add(RoundKey(round + 1, "lost"), 1);
   if (change.kind == RoundChange::Kind::kNodeLeaving) store_->Add(RoundKey(round + 1, "left"), 1);
   if (!store_->Check({RoundKey(round, "sealed")})) return;
-  const int members =
-      IntField(Json::parse(store_->GetString(RoundKey(round, "sealed"))), "nodes");
+  const int members = IntField(Json::parse(store_->GetString(RoundKey(round, "sealed"))), "nodes");
   // The survivors may all have rejoined already (their workers failed with the lost peer's
   // connections): the declaration that accounts for the last member seals the next round, or
   // lets its sealer (a seal by MAX, waiting for this) settle it.

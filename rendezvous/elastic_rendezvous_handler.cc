@@ -18,8 +18,8 @@ constexpr int kMaxMovesPerJoin = kSuccessorCandidates + 1;
 
 }  // namespace
 
-ElasticRendezvousHandler::ElasticRendezvousHandler(ElasticHandlerOptions options,
-                                                   StoreSite& site, WorkerStoreHost& worker_store)
+ElasticRendezvousHandler::ElasticRendezvousHandler(ElasticHandlerOptions options, StoreSite& site,
+                                                   WorkerStoreHost& worker_store)
     : options_(std::move(options)),
       keys_{options_.rendezvous.run_id},
       site_(site),
@@ -124,7 +124,8 @@ void ElasticRendezvousHandler::PrepareStore() {
 // Before the store ever answered (a wrong endpoint, a cluster not up yet) the wait is bounded by
 // read_timeout; once it has, an outage is waited out for the join timeout.
 void ElasticRendezvousHandler::AwaitReplicatedStore(
-    const store::StoreConnectionError& error, std::chrono::steady_clock::time_point attempt_started) {
+    const store::StoreConnectionError& error,
+    std::chrono::steady_clock::time_point attempt_started) {
   const auto now = site_.clock().Now();
   const auto limit = answered_ ? options_.rendezvous.join_timeout : options_.read_timeout;
   const char* limit_name = answered_ ? "join timeout" : "read timeout";
@@ -157,9 +158,9 @@ void ElasticRendezvousHandler::MoveStore(const FormedRound& current, const std::
         DynamicRendezvous(seeding, std::shared_ptr<store::Store>(&store, [](store::Store*) {}))
             .SeedMovedStore(basis.round, basis.candidates, lost_rank, marker);
       });
-  const std::string where = moved.serving ? options_.advertised_addr + ":" +
-                                                std::to_string(options_.failover.port)
-                                          : moved.address.ToString();
+  const std::string where =
+      moved.serving ? options_.advertised_addr + ":" + std::to_string(options_.failover.port)
+                    : moved.address.ToString();
   spdlog::warn("the rendezvous store moved to {} (epoch {}; {})", where, moved.epoch,
                moved.serving ? "served by this node" : "joining it");
   Event("store_moved", Json{{"epoch", moved.epoch},
@@ -231,9 +232,10 @@ void ElasticRendezvousHandler::JoinMovedStore() {
     basis = ReadMovedStoreMarker(*moved.store, keys_).basis;
   } catch (const std::exception&) {  // read again by the join; the event just lacks it
   }
-  spdlog::warn("the rendezvous store moved to {} while this node waited at its own (epoch {}); "
-               "joining it",
-               moved.address.ToString(), moved.epoch);
+  spdlog::warn(
+      "the rendezvous store moved to {} while this node waited at its own (epoch {}); "
+      "joining it",
+      moved.address.ToString(), moved.epoch);
   JoinAsNewcomer(std::move(moved), Json{{"basis", basis}});
 }
 

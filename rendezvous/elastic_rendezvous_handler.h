@@ -13,11 +13,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/rendezvous_handler.h"
@@ -106,10 +105,10 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   std::unique_ptr<DynamicRendezvous> rendezvous_;
   std::shared_ptr<store::Store> round_store_;  // the round's agent keys
   std::shared_ptr<store::Store> job_store_;    // the job's keys that outlive rounds
-  std::optional<FailoverBasis> basis_;  // the current round's successor candidates
+  std::optional<FailoverBasis> basis_;         // the current round's successor candidates
   std::optional<StoreAt> moved_;  // found by the join's give_up_alone (runner thread only)
   std::optional<std::chrono::steady_clock::time_point> outage_since_;  // replicated store
-  bool answered_ = false;  // the replicated store answered once
+  bool answered_ = false;                                    // the replicated store answered once
   std::vector<std::pair<std::string, std::string>> events_;  // for the next round's info
   mutable std::mutex mutex_;  // current_, store_ and store_at_ for other threads
   std::optional<FormedRound> current_;

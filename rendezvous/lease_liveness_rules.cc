@@ -16,8 +16,7 @@ milliseconds LeaseRenewalPeriod(std::chrono::seconds ttl) {
   return std::max(std::chrono::duration_cast<milliseconds>(ttl) / 3, milliseconds{100});
 }
 
-Clock::TimePoint FirstRenewal(Clock::TimePoint start, milliseconds every, int member,
-                              int members) {
+Clock::TimePoint FirstRenewal(Clock::TimePoint start, milliseconds every, int member, int members) {
   return members > 0 ? start + every * member / members : start;
 }
 

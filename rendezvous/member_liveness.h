@@ -26,8 +26,8 @@ struct LivenessScope {
   std::shared_ptr<store::Store> store;  // the watcher's own connection to the rendezvous store
   RendezvousKeys keys;
   int round = 0;
-  int me = 0;                    // group rank
-  int neighbour = -1;            // RingNeighbour(me, world); -1: alone
+  int me = 0;                                 // group rank
+  int neighbour = -1;                         // RingNeighbour(me, world); -1: alone
   std::chrono::milliseconds timeout{15'000};  // keep_alive_interval x keep_alive_max_attempt
   Clock* clock = &RealClock();  // the beats' wall-clock times, a lease's renewals (not owned)
   // Called at most once, on a thread of the liveness's own, when this member is gone without

@@ -38,7 +38,8 @@ class RendezvousQuorumError : public RendezvousError {
 
 // The outcome of one round.
 struct RendezvousInfo {
-  store::Store* store = nullptr;  // the round's store; null when the round has one node and no store
+  store::Store* store =
+      nullptr;  // the round's store; null when the round has one node and no store
   // Keys that outlive the round (--hang-timeout=auto's learned timeout): the job's own prefix of
   // the rendezvous store, valid until the next round; null: none.
   store::Store* job_store = nullptr;

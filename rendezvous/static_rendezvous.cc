@@ -82,7 +82,8 @@ void StaticRendezvous::ConnectUntil(TimePoint start, TimePoint deadline) {
   while (options_.clock->Now() < deadline) {
     ThrowIfClosed();
     try {
-      auto store = connect_(std::clamp(Ms(deadline - options_.clock->Now()), std::chrono::milliseconds{1}, kSlice));
+      auto store = connect_(
+          std::clamp(Ms(deadline - options_.clock->Now()), std::chrono::milliseconds{1}, kSlice));
       std::lock_guard lock(store_mutex_);
       store_ = std::move(store);
       if (closed_) store_->Interrupt();
@@ -96,12 +97,12 @@ void StaticRendezvous::ConnectUntil(TimePoint start, TimePoint deadline) {
   throw RendezvousTimeoutError(
       "rendezvous timed out after " + DurationText(options_.join_timeout) + ": node 0's store at " +
       HostPort{options_.master_addr, options_.master_port}.ToString() + " never answered (" +
-      last_error + "); start node 0, check --master_addr/--master_port, or raise --rdzv_conf "
+      last_error +
+      "); start node 0, check --master_addr/--master_port, or raise --rdzv_conf "
       "join_timeout=SECONDS");
 }
 
-void StaticRendezvous::WaitForAll(store::Store& store, TimePoint start,
-                                  TimePoint deadline) {
+void StaticRendezvous::WaitForAll(store::Store& store, TimePoint start, TimePoint deadline) {
   std::vector<std::string> keys;
   for (int rank = 0; rank < options_.num_nodes; ++rank) keys.push_back(JoinKey(rank));
   for (;;) {

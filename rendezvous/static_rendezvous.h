@@ -47,7 +47,8 @@ struct StaticRendezvousOptions {
 };
 
 // Opens a connection to the store, giving up after `timeout` (throws StoreConnectionError).
-using StoreConnector = std::function<std::shared_ptr<store::Store>(std::chrono::milliseconds timeout)>;
+using StoreConnector =
+    std::function<std::shared_ptr<store::Store>(std::chrono::milliseconds timeout)>;
 
 class StaticRendezvous : public RendezvousHandler {
  public:

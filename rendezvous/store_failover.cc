@@ -115,7 +115,8 @@ StoreAt StoreFailover::Locate(const std::vector<HostPort>& endpoints, bool serve
     }
   }
   std::string tried;
-  for (const HostPort& endpoint : endpoints) tried += (tried.empty() ? "" : ",") + endpoint.ToString();
+  for (const HostPort& endpoint : endpoints)
+    tried += (tried.empty() ? "" : ",") + endpoint.ToString();
   for (;;) {
     for (std::size_t i = 0; i < endpoints.size(); ++i) {
       if (site_.Probe(endpoints[i], options_.probe_timeout) != Reach::kAnswered) continue;

@@ -43,7 +43,8 @@ class StoreSite {
   // (no answer: the host is down or cut off).
   virtual Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) = 0;
   // A store client of `at`, retrying until `timeout`; throws StoreConnectionError.
-  virtual std::shared_ptr<store::Store> Connect(const HostPort& at, std::chrono::milliseconds timeout) = 0;
+  virtual std::shared_ptr<store::Store> Connect(const HostPort& at,
+                                                std::chrono::milliseconds timeout) = 0;
   // Serves an empty store on every interface at `port`, in this process, from now on; returns
   // where this process reaches it, or nullopt when the port is taken.
   virtual std::optional<HostPort> Serve(int port) = 0;

@@ -100,8 +100,8 @@ void InMemoryStore::WaitLocked(std::unique_lock<std::mutex>& lock,
   });
   ThrowIfInterrupted();
   if (!ready) {
-    throw StoreTimeout("wait timeout after " + std::to_string(timeout.count()) + "ms, keys: " +
-                       (keys.empty() ? std::string() : keys.front()));
+    throw StoreTimeout("wait timeout after " + std::to_string(timeout.count()) +
+                       "ms, keys: " + (keys.empty() ? std::string() : keys.front()));
   }
 }
 

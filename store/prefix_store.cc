@@ -18,8 +18,7 @@ std::int64_t PrefixStore::Add(const std::string& key, std::int64_t delta) {
   return store_->Add(Key(key), delta);
 }
 
-Bytes PrefixStore::CompareSet(const std::string& key, const Bytes& expected,
-                              const Bytes& desired) {
+Bytes PrefixStore::CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) {
   return store_->CompareSet(Key(key), expected, desired);
 }
 

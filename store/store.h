@@ -50,8 +50,7 @@ class Store {
   virtual std::int64_t Add(const std::string& key, std::int64_t delta) = 0;
   // Sets `desired` if the current value equals `expected` (a missing key matches an empty
   // `expected`); returns the value now stored, as PyTorch's TCPStore does.
-  virtual Bytes CompareSet(const std::string& key, const Bytes& expected,
-                           const Bytes& desired) = 0;
+  virtual Bytes CompareSet(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
   // True when every key exists, without waiting.
   virtual bool Check(const std::vector<std::string>& keys) = 0;
   // Blocks until every key exists, at most `timeout`; throws StoreTimeout.
@@ -80,7 +79,9 @@ class Store {
   void SetTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
   static Bytes ToBytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
-  static std::string ToString(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
+  static std::string ToString(const Bytes& bytes) {
+    return std::string(bytes.begin(), bytes.end());
+  }
 
  protected:
   std::chrono::milliseconds timeout_ = kDefaultTimeout;

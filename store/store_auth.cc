@@ -107,8 +107,9 @@ ServerHandshake::Step ServerHandshake::OnHello(std::span<const std::uint8_t> dat
   if (!IsAuthHello(data)) {
     step.status = Status::kRefused;
     step.reply = Marker(kAuthRequiredMarker);
-    step.refusal = "it did not authenticate: a client without the job's token (a PyTorch "
-                   "client cannot have one; docs/reliability.md)";
+    step.refusal =
+        "it did not authenticate: a client without the job's token (a PyTorch "
+        "client cannot have one; docs/reliability.md)";
     return step;
   }
   if (data.size() < kHelloBytes) {
@@ -119,15 +120,16 @@ ServerHandshake::Step ServerHandshake::OnHello(std::span<const std::uint8_t> dat
   if (!magic || data[1 + kAuthMagic.size()] != kAuthVersion) {
     step.status = Status::kRefused;
     step.reply = Marker(kAuthRequiredMarker);
-    step.refusal = magic ? "an authentication version this ddprun does not speak ("
-                               + std::to_string(data[1 + kAuthMagic.size()]) + ")"
+    step.refusal = magic ? "an authentication version this ddprun does not speak (" +
+                               std::to_string(data[1 + kAuthMagic.size()]) + ")"
                          : "a malformed authentication hello";
     return step;
   }
   client_nonce_ = Take<kNonceBytes>(data, 2 + kAuthMagic.size());
   step.status = Status::kAnswered;
   step.consumed = kHelloBytes;
-  step.reply = EncodeChallenge(server_nonce_, key_->Prove(kServerRole, *client_nonce_, server_nonce_));
+  step.reply =
+      EncodeChallenge(server_nonce_, key_->Prove(kServerRole, *client_nonce_, server_nonce_));
   return step;
 }
 

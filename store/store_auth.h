@@ -26,7 +26,7 @@
 namespace ddprun::store {
 
 inline constexpr std::size_t kNonceBytes = 32;
-inline constexpr std::size_t kProofBytes = 32;  // HMAC-SHA256
+inline constexpr std::size_t kProofBytes = 32;        // HMAC-SHA256
 inline constexpr std::uint8_t kAuthHelloCode = 0xA5;  // not a first byte either generation sends
 inline constexpr std::uint8_t kAuthVersion = 1;
 inline constexpr std::array<std::uint8_t, 8> kAuthMagic{'d', 'd', 'p', 'r', 'a', 'u', 't', 'h'};
@@ -82,10 +82,10 @@ std::optional<Challenge> ParseChallenge(std::span<const std::uint8_t, kChallenge
 class ServerHandshake {
  public:
   enum class Status {
-    kNeedMore,   // wait for `need` bytes in all
-    kAnswered,   // the hello was answered with the challenge; feed what follows
-    kAccepted,   // authenticated: what follows is c10d
-    kRefused,    // send `reply` (a marker or the verdict), then close; `refusal` says why
+    kNeedMore,  // wait for `need` bytes in all
+    kAnswered,  // the hello was answered with the challenge; feed what follows
+    kAccepted,  // authenticated: what follows is c10d
+    kRefused,   // send `reply` (a marker or the verdict), then close; `refusal` says why
   };
   struct Step {
     Status status = Status::kNeedMore;

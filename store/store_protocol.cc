@@ -12,15 +12,15 @@ namespace {
 // Wire codes per generation, indexed by Command; -1 = not in this generation.
 constexpr int kNone = -1;
 constexpr std::array<int, 20> kLegacyCodes = {
-    kNone, 0, 1, 2, 3, 4, 5, 6, 7, 8,  // VALIDATE .. DELETE_KEY
-    9, 10, 11, 12,                      // T1 additions: APPEND, MULTI_GET, MULTI_SET, CANCEL_WAIT
+    kNone, 0,     1,     2,     3,     4,    5, 6, 7, 8,  // VALIDATE .. DELETE_KEY
+    9,     10,    11,    12,  // T1 additions: APPEND, MULTI_GET, MULTI_SET, CANCEL_WAIT
     kNone, kNone, kNone, kNone, kNone, kNone};
-constexpr std::array<int, 20> kValidatedCodes = {
-    0, 1, 2, 3, 4, 5, 6, 7, kNone, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+constexpr std::array<int, 20> kValidatedCodes = {0, 1,  2,  3,  4,  5,  6,  7,  kNone, 8,
+                                                 9, 10, 11, 12, 13, 14, 15, 16, 17,    18};
 constexpr std::array<const char*, 20> kNames = {
-    "VALIDATE", "SET", "COMPARE_SET", "GET", "ADD", "CHECK", "WAIT", "GETNUMKEYS",
-    "WATCH_KEY", "DELETE_KEY", "APPEND", "MULTI_GET", "MULTI_SET", "CANCEL_WAIT", "PING",
-    "QUEUE_PUSH", "QUEUE_POP", "QUEUE_LEN", "LIST_KEYS", "BARRIER"};
+    "VALIDATE",   "SET",        "COMPARE_SET", "GET",       "ADD",       "CHECK",     "WAIT",
+    "GETNUMKEYS", "WATCH_KEY",  "DELETE_KEY",  "APPEND",    "MULTI_GET", "MULTI_SET", "CANCEL_WAIT",
+    "PING",       "QUEUE_PUSH", "QUEUE_POP",   "QUEUE_LEN", "LIST_KEYS", "BARRIER"};
 
 const std::array<int, 20>& CodeTable(Generation generation) {
   return generation == Generation::kLegacy ? kLegacyCodes : kValidatedCodes;
@@ -62,9 +62,8 @@ class Reader {
     });
   }
   bool Value(std::vector<Bytes>& values) {
-    return Blob(limits_.max_value_bytes, "value", [&](const std::uint8_t* p, std::size_t n) {
-      values.emplace_back(p, p + n);
-    });
+    return Blob(limits_.max_value_bytes, "value",
+                [&](const std::uint8_t* p, std::size_t n) { values.emplace_back(p, p + n); });
   }
   bool Count(std::uint64_t& count) {
     if (!U64(count)) return false;
@@ -263,9 +262,7 @@ std::optional<std::uint8_t> WireCode(Generation generation, Command command) {
   return static_cast<std::uint8_t>(code);
 }
 
-const char* CommandName(Command command) {
-  return kNames.at(static_cast<std::size_t>(command));
-}
+const char* CommandName(Command command) { return kNames.at(static_cast<std::size_t>(command)); }
 
 std::optional<Generation> DetectGeneration(std::span<const std::uint8_t> data) {
   if (!data.empty() && data[0] != 0) return Generation::kLegacy;
@@ -303,7 +300,9 @@ void AppendU64(Bytes& out, std::uint64_t value) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::uint8_t>(value >> (8 * i)));
 }
 
-void AppendI64(Bytes& out, std::int64_t value) { AppendU64(out, static_cast<std::uint64_t>(value)); }
+void AppendI64(Bytes& out, std::int64_t value) {
+  AppendU64(out, static_cast<std::uint64_t>(value));
+}
 
 void AppendBytes(Bytes& out, std::span<const std::uint8_t> value) {
   AppendU64(out, value.size());

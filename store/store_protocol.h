@@ -20,9 +20,26 @@ enum class Generation : std::uint8_t {
 
 // Logical commands; the byte on the wire depends on the generation (WireCode/CommandFromWire).
 enum class Command : std::uint8_t {
-  kValidate, kSet, kCompareSet, kGet, kAdd, kCheck, kWait, kNumKeys, kWatchKey, kDeleteKey,
-  kAppend, kMultiGet, kMultiSet, kCancelWait, kPing, kQueuePush, kQueuePop, kQueueLen,
-  kListKeys, kBarrier,
+  kValidate,
+  kSet,
+  kCompareSet,
+  kGet,
+  kAdd,
+  kCheck,
+  kWait,
+  kNumKeys,
+  kWatchKey,
+  kDeleteKey,
+  kAppend,
+  kMultiGet,
+  kMultiSet,
+  kCancelWait,
+  kPing,
+  kQueuePush,
+  kQueuePop,
+  kQueueLen,
+  kListKeys,
+  kBarrier,
 };
 
 inline constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
@@ -30,7 +47,10 @@ inline constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
 enum class CheckResponse : std::uint8_t { kReady = 0, kNotReady = 1 };
 enum class WaitResponse : std::uint8_t { kStopWaiting = 0, kWaitCanceled = 1 };
 enum class WatchEvent : std::uint8_t {
-  kUpdated = 0, kCreated = 1, kDeleted = 2, kCallbackRegistered = 3,
+  kUpdated = 0,
+  kCreated = 1,
+  kDeleted = 2,
+  kCallbackRegistered = 3,
 };
 
 std::optional<Command> CommandFromWire(Generation generation, std::uint8_t code);

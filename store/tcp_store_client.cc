@@ -67,7 +67,8 @@ class Backoff {
  public:
   std::chrono::milliseconds Next() {
     std::uniform_real_distribution<double> jitter(0.5, 1.5);
-    const auto delay = std::chrono::milliseconds(static_cast<std::int64_t>(current_ * jitter(rng_)));
+    const auto delay =
+        std::chrono::milliseconds(static_cast<std::int64_t>(current_ * jitter(rng_)));
     current_ = std::min(current_ * 1.5, 1000.0);
     return delay;
   }
@@ -93,8 +94,8 @@ class TcpStoreClient::Socket {
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* results = nullptr;
-    const int rc = ::getaddrinfo(options.host.c_str(), std::to_string(options.port).c_str(),
-                                 &hints, &results);
+    const int rc =
+        ::getaddrinfo(options.host.c_str(), std::to_string(options.port).c_str(), &hints, &results);
     if (rc != 0) throw ConnectFailure(std::string("resolve: ") + ::gai_strerror(rc));
     std::string last_error = "no address";
     std::unique_ptr<Socket> socket;
@@ -113,7 +114,8 @@ class TcpStoreClient::Socket {
       if (n > 0) {
         sent += static_cast<std::size_t>(n);
       } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        if (!PollUntil(fd_, POLLOUT, deadline)) throw ReplyTimeout("send to " + peer_ + " timed out");
+        if (!PollUntil(fd_, POLLOUT, deadline))
+          throw ReplyTimeout("send to " + peer_ + " timed out");
       } else {
         throw StoreConnectionError("send to " + peer_ + ": " + std::strerror(errno));
       }
@@ -260,8 +262,8 @@ void TcpStoreClient::Connect() {
     hint = options_.auth ? " (was its agent started with the job's token?)"
                          : " (a PyTorch <= 2.0 store needs the legacy protocol)";
   }
-  throw StoreConnectionError("cannot reach the store at " + Endpoint(options_) + ": " +
-                             last_error + hint);
+  throw StoreConnectionError("cannot reach the store at " + Endpoint(options_) + ": " + last_error +
+                             hint);
 }
 
 // Authentication (with a token), then VALIDATE and PING in one write: a legacy server then fails
@@ -302,8 +304,8 @@ void TcpStoreClient::Authenticate(Socket& socket, Clock::time_point deadline) {
                          " runs without a token while this node has one: give every node of the "
                          "job the same token, or none");
   }
-  socket.RecvExact(received.data() + kNoTokenMarker.size(),
-                   received.size() - kNoTokenMarker.size(), deadline);
+  socket.RecvExact(received.data() + kNoTokenMarker.size(), received.size() - kNoTokenMarker.size(),
+                   deadline);
   const auto challenge = ParseChallenge(received);
   if (!challenge) {
     throw StoreAuthError("the peer at " + Endpoint(options_) +

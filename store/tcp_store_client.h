@@ -1,8 +1,9 @@
 // A blocking client of any c10d TCP store (ddprun's server or PyTorch's), implementing Store.
 // Speaks the validated (2.x) protocol by default, the legacy (1.13) one on request. Connects
 // with retries and jittered backoff until connect_timeout; every reply is awaited at most
-// Timeout(). With a token, it authenticates each connection first (store_auth.h). User keys get TCPStore's "/" prefix so they match what PyTorch clients see. Safe
-// to share between threads (calls are serialized); one request is in flight at a time.
+// Timeout(). With a token, it authenticates each connection first (store_auth.h). User keys get
+// TCPStore's "/" prefix so they match what PyTorch clients see. Safe to share between threads
+// (calls are serialized); one request is in flight at a time.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -27,9 +28,9 @@ struct ClientOptions {
   std::chrono::milliseconds timeout = Store::kDefaultTimeout;  // Get/Wait and each reply
   std::chrono::milliseconds connect_timeout{60'000};
   Generation generation = Generation::kValidated;
-  std::string key_prefix = "/";             // "" reaches raw keys such as "init/"
-  std::size_t max_reply_bytes = 1u << 30;   // a larger announced length means "not a store"
-  bool count_as_worker = false;             // send ADD "init/" 1 once, as a sized TCPStore does
+  std::string key_prefix = "/";            // "" reaches raw keys such as "init/"
+  std::size_t max_reply_bytes = 1u << 30;  // a larger announced length means "not a store"
+  bool count_as_worker = false;            // send ADD "init/" 1 once, as a sized TCPStore does
   // Set: authenticate with this token before the first request (validated protocol only);
   // a store that refuses it, or has none, throws StoreAuthError at once.
   std::shared_ptr<const AuthKey> auth;

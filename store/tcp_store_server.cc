@@ -48,8 +48,12 @@ tcp::endpoint ResolveBindEndpoint(asio::io_context& io, const std::string& host,
 class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl>, public ConnectionOwner {
  public:
   Impl(asio::io_context& io, ServerOptions options)
-      : io_(io), options_(std::move(options)), shared_(options_.limits), acceptor_(io),
-        retry_timer_(io), gone_timer_(io) {}
+      : io_(io),
+        options_(std::move(options)),
+        shared_(options_.limits),
+        acceptor_(io),
+        retry_timer_(io),
+        gone_timer_(io) {}
 
   // The extra io threads (io_threads - 1), each running an io_context of its own.
   void StartThreads() {
@@ -230,9 +234,9 @@ class TcpStoreServer::Impl : public std::enable_shared_from_this<Impl>, public C
     }
     socket.set_option(tcp::no_delay(true), ignored);
     const std::uint64_t id = next_id_++;
-    auto connection = std::make_shared<StoreConnection>(context, std::move(socket), peer_, shared_,
-                                                        options_.limits, id, weak_from_this(),
-                                                        options_.auth);
+    auto connection =
+        std::make_shared<StoreConnection>(context, std::move(socket), peer_, shared_,
+                                          options_.limits, id, weak_from_this(), options_.auth);
     {
       const std::lock_guard lock(connections_mutex_);
       connections_.emplace(id, connection);

@@ -50,8 +50,8 @@ void StoreConnection::Execute(const Request& request) {
     case Command::kSet:
       return keys_.Set(request.keys[0], request.values[0]);
     case Command::kCompareSet:
-      return Reply(BytesReply(keys_.CompareSet(request.keys[0], request.values[0],
-                                               request.values[1])));
+      return Reply(
+          BytesReply(keys_.CompareSet(request.keys[0], request.values[0], request.values[1])));
     case Command::kGet: {
       // PyTorch's legacy server closes the connection on a missing key; like the libuv
       // server, reply an empty value.

@@ -228,9 +228,10 @@ bool StoreConnection::ProcessOne() {
   if (data.size() < need_) return false;
   if (handshake_) return Authenticate(data);
   if (!generation_ && IsAuthHello(data)) {
-    Refuse("it offered a token, but this store runs without one (give every agent the same "
-           "token, or none)",
-           Bytes(kNoTokenMarker.begin(), kNoTokenMarker.end()));
+    Refuse(
+        "it offered a token, but this store runs without one (give every agent the same "
+        "token, or none)",
+        Bytes(kNoTokenMarker.begin(), kNoTokenMarker.end()));
     return false;
   }
   if (!generation_) {

@@ -187,8 +187,8 @@ void WriteErrorFile(const std::string& message) {
       {"message",
        {{"message", message},
         {"extraInfo",
-         {{"py_callstack", "Traceback (most recent call last):\n  File \"fake_worker\", line 1\n" +
-                               message + "\n"},
+         {{"py_callstack",
+           "Traceback (most recent call last):\n  File \"fake_worker\", line 1\n" + message + "\n"},
           {"timestamp", std::to_string(std::time(nullptr))}}}}}};
   WriteFileAtomically(path, error.dump());
 }

@@ -3,13 +3,14 @@
 // read-only view of a running c10d dynamic rendezvous (tools/rdzv_view.h). Bad command lines
 // print one line on stderr and exit 2; store errors (timeout, connection) exit 1.
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
+#include "cli/rdzv_token.h"
 #include "common/asio.h"
 #include "common/errors.h"
 #include "common/host_port.h"
@@ -17,8 +18,6 @@
 #include "common/logging.h"
 #include "common/open_files.h"
 #include "common/version.h"
-#include "cli/cli.h"
-#include "cli/rdzv_token.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 #include "tools/rdzv_view.h"
@@ -61,18 +60,25 @@ constexpr auto kLastWins = CLI::MultiOptionPolicy::TakeLast;  // a later --timeo
 // --timeout, --connect-timeout, --legacy: how to talk to the store, for every client command.
 void AddConnectionFlags(CLI::App& command, ClientFlags& flags) {
   command.add_option("--timeout", flags.timeout_s, "seconds to wait for keys and replies")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->multi_option_policy(kLastWins);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->multi_option_policy(kLastWins);
   command.add_option("--connect-timeout", flags.connect_timeout_s, "seconds to retry connecting")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->multi_option_policy(kLastWins);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->multi_option_policy(kLastWins);
   command.add_flag("--legacy", flags.legacy, "speak PyTorch 1.13's protocol (no handshake)");
   command.add_option("--token-file", flags.token_file, kTokenHelp)->multi_option_policy(kLastWins);
 }
 
 void AddClientFlags(CLI::App& command, ClientFlags& flags) {
-  command.add_option("--host", flags.host, "store host")->capture_default_str()
+  command.add_option("--host", flags.host, "store host")
+      ->capture_default_str()
       ->multi_option_policy(kLastWins);
-  command.add_option("--port", flags.port, "store port")->capture_default_str()
-      ->check(CLI::Range(0, 65535))->multi_option_policy(kLastWins);
+  command.add_option("--port", flags.port, "store port")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535))
+      ->multi_option_policy(kLastWins);
   AddConnectionFlags(command, flags);
   command.add_flag("--raw", flags.raw, "do not add TCPStore's '/' prefix to keys");
 }
@@ -87,8 +93,7 @@ store::TcpStoreClient Connect(const ClientFlags& flags) {
   options.port = flags.port;
   options.timeout = Millis(flags.timeout_s);
   options.connect_timeout = Millis(flags.connect_timeout_s);
-  options.generation =
-      flags.legacy ? store::Generation::kLegacy : store::Generation::kValidated;
+  options.generation = flags.legacy ? store::Generation::kLegacy : store::Generation::kValidated;
   options.key_prefix = flags.raw ? "" : "/";
   options.auth = Token(flags.token_file);
   if (options.auth && flags.legacy) {
@@ -105,9 +110,8 @@ void PrintBytes(const Bytes& value) {
 int Serve(const ServeFlags& flags) {
   const OpenFileLimit files = RaiseOpenFileLimit();
   const auto connections = flags.options.limits.max_connections;
-  if (const auto shortfall =
-          ConnectionShortfall("--max-connections=" + std::to_string(connections), connections,
-                              files, "lower --max-connections")) {
+  if (const auto shortfall = ConnectionShortfall("--max-connections=" + std::to_string(connections),
+                                                 connections, files, "lower --max-connections")) {
     std::cerr << "ddprun-store: warning: " << *shortfall << std::endl;
   }
   asio::io_context io(kOneThread);
@@ -149,7 +153,8 @@ struct ClientCommands {
     if (name == "append") return store.Append(args.at(0), Store::ToBytes(args.at(1))), 0;
     if (name == "compare-set") {
       return PrintBytes(store.CompareSet(args.at(0), Store::ToBytes(args.at(1)),
-                                         Store::ToBytes(args.at(2)))), 0;
+                                         Store::ToBytes(args.at(2)))),
+             0;
     }
     if (name == "multi-get") {
       for (const auto& value : store.MultiGet(args)) PrintBytes(value);
@@ -199,12 +204,15 @@ struct RdzvCommand {
   void AddTo(CLI::App& app) {
     auto* command = app.add_subcommand(
         "rdzv", "print a running c10d rendezvous (rounds, members, heartbeats); reads only");
-    command->add_option("--endpoint,--rdzv_endpoint,--rdzv-endpoint", endpoint,
-                        "the rendezvous store, HOST[:PORT] (default port " +
-                            std::to_string(kDefaultRendezvousPort) + ")")
-        ->required()->multi_option_policy(kLastWins);
+    command
+        ->add_option("--endpoint,--rdzv_endpoint,--rdzv-endpoint", endpoint,
+                     "the rendezvous store, HOST[:PORT] (default port " +
+                         std::to_string(kDefaultRendezvousPort) + ")")
+        ->required()
+        ->multi_option_policy(kLastWins);
     command->add_option("--rdzv_id,--rdzv-id", run_id, "the job's --rdzv_id")
-        ->required()->multi_option_policy(kLastWins);
+        ->required()
+        ->multi_option_policy(kLastWins);
     command->add_flag("--json", json, "print one JSON object instead of tables");
     AddConnectionFlags(*command, flags);
   }
@@ -262,16 +270,19 @@ int Main(int argc, char** argv) {
   serve->add_option("--host", serve_flags.options.host, "bind address ('::' = all, dual stack)")
       ->capture_default_str();
   serve->add_option("--port", serve_flags.options.port, "port (0 = ephemeral)")
-      ->capture_default_str()->check(CLI::Range(0, 65535));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   serve->add_option("--max-key-bytes", serve_flags.options.limits.max_key_bytes)
       ->capture_default_str();
   serve->add_option("--max-value-bytes", serve_flags.options.limits.max_value_bytes)
       ->capture_default_str();
   serve->add_option("--max-connections", serve_flags.options.limits.max_connections)
       ->capture_default_str();
-  serve->add_option("--threads", serve_flags.options.io_threads,
-                    "threads serving connections (more help only with cores to spare)")
-      ->capture_default_str()->check(CLI::Range(1, 256));
+  serve
+      ->add_option("--threads", serve_flags.options.io_threads,
+                   "threads serving connections (more help only with cores to spare)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   serve->add_option("--token-file", serve_flags.token_file,
                     std::string(kTokenHelp) + "; set: every client must authenticate");
   ClientCommands client;

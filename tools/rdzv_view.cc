@@ -234,8 +234,7 @@ RdzvSealed ParseRdzvSealed(const std::string& text) {
   return sealed;
 }
 
-RdzvView ReadRdzvView(store::Store& store, const std::string& run_id,
-                      const std::string& endpoint) {
+RdzvView ReadRdzvView(store::Store& store, const std::string& run_id, const std::string& endpoint) {
   Reader reader(store, run_id);
   const RdzvKeys& keys = reader.Keys();
   RdzvView view;
@@ -292,8 +291,7 @@ std::string FormatRdzvTable(const RdzvView& view, std::int64_t now_ms) {
          (view.closed_reason ? " (" + *view.closed_reason + ")" : "") + "\n";
   if (view.store_epoch) {
     out += "  store: epoch " + std::to_string(*view.store_epoch) + ", serving at " +
-           *view.store_addr + ", took over after round " + std::to_string(*view.store_basis) +
-           "\n";
+           *view.store_addr + ", took over after round " + std::to_string(*view.store_basis) + "\n";
   }
   out += "  newest round opened: " +
          (view.round_hint ? std::to_string(*view.round_hint) : std::string("-")) + "\n";
@@ -305,8 +303,10 @@ std::string FormatRdzvTable(const RdzvView& view, std::int64_t now_ms) {
            "  worker store: " + Text(formed->master) + "\n";
     if (const auto& change = formed->change) {
       out += "  change: " + change->kind;
-      if (change->group_rank >= 0) out += " (group rank " + std::to_string(change->group_rank);
-      else out += " (newcomer";
+      if (change->group_rank >= 0)
+        out += " (group rank " + std::to_string(change->group_rank);
+      else
+        out += " (newcomer";
       out += ", host " + change->host + "): " + change->detail + "\n";
     } else {
       out += "  change: none\n";
@@ -327,9 +327,9 @@ std::string FormatRdzvTable(const RdzvView& view, std::int64_t now_ms) {
   }
   if (const auto& forming = view.forming) {
     out += "\nround " + std::to_string(forming->round) + ": " +
-           (forming->seals > 0 ? "sealing" : "forming") + ", " +
-           Plural(forming->arrivals, "node") + " arrived (" + Plural(forming->workers, "worker") +
-           ")" + (forming->min_reached && forming->seals == 0 ? ", minimum reached" : "") + "\n";
+           (forming->seals > 0 ? "sealing" : "forming") + ", " + Plural(forming->arrivals, "node") +
+           " arrived (" + Plural(forming->workers, "worker") + ")" +
+           (forming->min_reached && forming->seals == 0 ? ", minimum reached" : "") + "\n";
     if (HotSpares(view)) {
       out += "  hot spares: round " + std::to_string(view.formed->round) +
              " runs; they take the place of a member that is lost or leaves\n";
@@ -372,9 +372,9 @@ std::string FormatRdzvJson(const RdzvView& view, std::int64_t now_ms) {
       entry.update(NodeJson(member.node));
       entry["heartbeats"] = Nullable(member.heartbeats);
       entry["heartbeat_at_ms"] = Nullable(member.heartbeat_at_ms);
-      entry["heartbeat_age_s"] =
-          member.heartbeat_at_ms ? Json(HeartbeatAgeSeconds(*member.heartbeat_at_ms, now_ms))
-                                 : Json(nullptr);
+      entry["heartbeat_age_s"] = member.heartbeat_at_ms
+                                     ? Json(HeartbeatAgeSeconds(*member.heartbeat_at_ms, now_ms))
+                                     : Json(nullptr);
       entry["gone"] = member.gone_by.has_value();
       entry["gone_by"] = Nullable(member.gone_by);
       members.push_back(std::move(entry));
@@ -402,18 +402,18 @@ std::string FormatRdzvJson(const RdzvView& view, std::int64_t now_ms) {
       entry.update(NodeJson(arrival.node));
       nodes.push_back(std::move(entry));
     }
-    json["forming"] = {{"round", forming->round},
-                       {"seq", forming->seq},
-                       {"arrivals", forming->arrivals},
-                       {"workers", forming->workers},
-                       {"seals", forming->seals},
-                       {"min_reached", forming->min_reached},
-                       {"hot_spares", HotSpares(view)},
-                       {"settling_for",
-                        forming->settling_since_ms
-                            ? Json(HeartbeatAgeSeconds(*forming->settling_since_ms, now_ms))
-                            : Json(nullptr)},
-                       {"nodes", nodes}};
+    json["forming"] = {
+        {"round", forming->round},
+        {"seq", forming->seq},
+        {"arrivals", forming->arrivals},
+        {"workers", forming->workers},
+        {"seals", forming->seals},
+        {"min_reached", forming->min_reached},
+        {"hot_spares", HotSpares(view)},
+        {"settling_for", forming->settling_since_ms
+                             ? Json(HeartbeatAgeSeconds(*forming->settling_since_ms, now_ms))
+                             : Json(nullptr)},
+        {"nodes", nodes}};
   }
   return json.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }

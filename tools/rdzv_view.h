@@ -41,11 +41,11 @@ struct RdzvSealed {
 };
 
 struct RdzvMember {
-  int group_rank = 0;                         // ticket - 1 - dropped tickets before it
-  std::optional<RdzvNode> node;               // node/<ticket>
-  std::optional<std::int64_t> heartbeats;     // hb/<r>
+  int group_rank = 0;                           // ticket - 1 - dropped tickets before it
+  std::optional<RdzvNode> node;                 // node/<ticket>
+  std::optional<std::int64_t> heartbeats;       // hb/<r>
   std::optional<std::int64_t> heartbeat_at_ms;  // hb_at/<r>, epoch ms (wall clock)
-  std::optional<std::string> gone_by;         // gone/<r>: "host:pid" of the declarer
+  std::optional<std::string> gone_by;           // gone/<r>: "host:pid" of the declarer
 };
 
 struct RdzvFormedRound {
@@ -63,10 +63,10 @@ struct RdzvArrival {
 
 struct RdzvFormingRound {
   int round = 0;
-  std::int64_t seq = 0;   // raw packed counter (SeqValue)
+  std::int64_t seq = 0;  // raw packed counter (SeqValue)
   int arrivals = 0;
   int workers = 0;
-  int seals = 0;          // > 0: sealed, `sealed` not yet published
+  int seals = 0;  // > 0: sealed, `sealed` not yet published
   bool min_reached = false;
   // Closed by MAX and waiting for the formed round's members to be accounted for (`settling`,
   // epoch ms) before it settles its restart count.
@@ -79,7 +79,7 @@ struct RdzvView {
   std::string endpoint;
   bool closed = false;
   std::optional<std::string> closed_reason;  // why, when not a finished job (lost quorum)
-  std::optional<int> round_hint;  // `round`: the newest round opened
+  std::optional<int> round_hint;             // `round`: the newest round opened
   // Set in a store that took over from a lost one: its epoch, where it serves, the last round
   // formed in the lost store.
   std::optional<int> store_epoch;
@@ -97,8 +97,7 @@ RdzvSealed ParseRdzvSealed(const std::string& text);
 
 // Reads the view (CHECK and GET only). Throws std::runtime_error when the store holds no such
 // rendezvous or a value is malformed (naming the key); store errors pass through.
-RdzvView ReadRdzvView(store::Store& store, const std::string& run_id,
-                      const std::string& endpoint);
+RdzvView ReadRdzvView(store::Store& store, const std::string& run_id, const std::string& endpoint);
 
 // Seconds since a heartbeat at `at_ms` (epoch ms) when it is `now_ms`.
 double HeartbeatAgeSeconds(std::int64_t at_ms, std::int64_t now_ms);

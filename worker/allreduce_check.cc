@@ -2,7 +2,6 @@
 // the exact sums, and prints "rank R/W ok: ..." per rank. A mismatch names rank, type, element
 // index and expected/actual value; a broken job fails within --timeout instead of hanging.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -42,8 +41,8 @@ std::string CheckOne(Job& job, std::size_t count, int corrupt_rank) {
   if (!mismatch) return "";
   return std::string(DataTypeName(DataTypeOf<T>())) + " x " + std::to_string(count) +
          " elements: index " + std::to_string(mismatch->index) + " expected " +
-         Number(mismatch->expected) + " actual " + Number(mismatch->actual) +
-         " (" + std::to_string(mismatch->wrong) + " wrong)";
+         Number(mismatch->expected) + " actual " + Number(mismatch->actual) + " (" +
+         std::to_string(mismatch->wrong) + " wrong)";
 }
 
 int Check(const CheckOptions& options) {
@@ -64,10 +63,10 @@ int Check(const CheckOptions& options) {
   std::string backend = job.comm->Backend();
   job.Finish();
   if (failures != 0) return 1;
-  std::printf("%s ok: backend=%s, %zu allreduces (float, double, int32, int64 x 1..%zu "
-              "elements) exact, barrier ok\n",
-              job.Who().c_str(), backend.c_str(), AllDataTypes().size() * kCounts.size(),
-              kCounts.back());
+  std::printf(
+      "%s ok: backend=%s, %zu allreduces (float, double, int32, int64 x 1..%zu "
+      "elements) exact, barrier ok\n",
+      job.Who().c_str(), backend.c_str(), AllDataTypes().size() * kCounts.size(), kCounts.back());
   return 0;
 }
 
@@ -80,7 +79,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Checks ddprun's bundled allreduce; run under ddprun or torchrun."};
   AddVersionFlag(app, kProgram);
   app.add_option("--backend", options.backend, "cpu, nccl or auto")
-      ->type_name(BackendTypeName())->capture_default_str();
+      ->type_name(BackendTypeName())
+      ->capture_default_str();
   app.add_option("--timeout", options.timeout_s, "seconds for rendezvous and each collective")
       ->capture_default_str();
   app.add_option("--corrupt-rank", options.corrupt_rank,

@@ -1,7 +1,6 @@
 // ddprun-allreduce-perf: nccl-tests' all_reduce_perf for ddprun's bundled backends. Rank 0
 // prints the table (or --json); #wrong checks one extra allreduce of known values per size.
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -70,16 +69,15 @@ PerfRow MeasureSize(Communicator& comm, Buffer& buffer, std::size_t bytes, DataT
   buffer.Upload(zeros.data(), bytes);
   for (int i = 0; i < options.warmup_iters; ++i) comm.Allreduce(buffer, count, type);
   double time_us = TimeIterations(comm, buffer, count, type, options.iters);
-  auto wrong = VisitDataType(type, [&](auto zero) {
-    return CountWrong<decltype(zero)>(comm, buffer, count);
-  });
+  auto wrong = VisitDataType(
+      type, [&](auto zero) { return CountWrong<decltype(zero)>(comm, buffer, count); });
   return MakePerfRow(count, type, time_us, comm.Size(), static_cast<std::size_t>(wrong));
 }
 
 void PrintJson(const Job& job, const PerfOptions& options, const std::vector<PerfRow>& rows) {
   nlohmann::json out = {{"backend", job.comm->Backend()}, {"world_size", job.env.world_size},
-                        {"datatype", options.datatype}, {"redop", "sum"},
-                        {"iters", options.iters},       {"warmup_iters", options.warmup_iters},
+                        {"datatype", options.datatype},   {"redop", "sum"},
+                        {"iters", options.iters},         {"warmup_iters", options.warmup_iters},
                         {"rows", nlohmann::json::array()}};
   for (const auto& row : rows) out["rows"].push_back(PerfRowJson(row));
   std::cout << out.dump() << std::endl;
@@ -89,7 +87,8 @@ int Perf(const PerfOptions& options) {
   auto type = ParseDataType(options.datatype);
   auto sizes = SizeSeries(ParseByteSize(options.min_bytes), ParseByteSize(options.max_bytes),
                           options.step_factor, DataTypeSize(type));
-  if (options.iters < 1 || options.warmup_iters < 0) throw UsageError("-n must be >= 1 and -w >= 0");
+  if (options.iters < 1 || options.warmup_iters < 0)
+    throw UsageError("-n must be >= 1 and -w >= 0");
   auto job = Job::Join(ParseBackend(options.backend), SecondsToMs(options.timeout_s));
   bool printer = job.env.rank == 0;
   if (printer && !options.json) {
@@ -104,11 +103,13 @@ int Perf(const PerfOptions& options) {
     if (printer && !options.json) std::fputs(FormatPerfRow(rows.back()).c_str(), stdout);
     std::fflush(stdout);
   }
-  if (printer) options.json ? PrintJson(job, options, rows)
-                            : (void)std::fputs(FormatPerfFooter(rows).c_str(), stdout);
+  if (printer)
+    options.json ? PrintJson(job, options, rows)
+                 : (void)std::fputs(FormatPerfFooter(rows).c_str(), stdout);
   buffer.reset();
   job.Finish();
-  for (const auto& row : rows) if (row.wrong != 0) return 1;
+  for (const auto& row : rows)
+    if (row.wrong != 0) return 1;
   return 0;
 }
 
@@ -116,15 +117,16 @@ void AddOptions(CLI::App& app, PerfOptions& options) {
   app.add_option("-b,--minbytes", options.min_bytes, "smallest size (8, 1K, 64M)")
       ->capture_default_str();
   app.add_option("-e,--maxbytes", options.max_bytes, "largest size")->capture_default_str();
-  app.add_option("-f,--stepfactor", options.step_factor, "size multiplier")
-      ->capture_default_str();
+  app.add_option("-f,--stepfactor", options.step_factor, "size multiplier")->capture_default_str();
   app.add_option("-n,--iters", options.iters, "timed iterations")->capture_default_str();
   app.add_option("-w,--warmup_iters", options.warmup_iters, "untimed iterations first")
       ->capture_default_str();
   app.add_option("--backend", options.backend, "cpu, nccl or auto")
-      ->type_name(BackendTypeName())->capture_default_str();
+      ->type_name(BackendTypeName())
+      ->capture_default_str();
   app.add_option("-d,--datatype", options.datatype, "float, double, int32, int64")
-      ->type_name(DataTypeTypeName())->capture_default_str();
+      ->type_name(DataTypeTypeName())
+      ->capture_default_str();
   app.add_flag("--json", options.json, "print one JSON object instead of the table");
   app.add_option("--timeout", options.timeout_s, "seconds for rendezvous and each collective")
       ->capture_default_str();

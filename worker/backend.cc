@@ -69,8 +69,8 @@ GlooConfig MakeGlooConfig(const WorkerEnv& env, std::chrono::milliseconds timeou
   return gloo;
 }
 
-std::unique_ptr<Communicator> Build(const WorkerEnv& env, std::shared_ptr<Store> store,
-                                    bool nccl, std::chrono::milliseconds timeout) {
+std::unique_ptr<Communicator> Build(const WorkerEnv& env, std::shared_ptr<Store> store, bool nccl,
+                                    std::chrono::milliseconds timeout) {
   if (!nccl) return std::make_unique<GlooCommunicator>(MakeGlooConfig(env, timeout), store);
   NcclPluginArgs args;
   args.rank = env.rank;

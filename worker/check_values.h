@@ -14,8 +14,8 @@ inline constexpr std::size_t kPatternPeriod = 97;
 
 // The value at phase p = (31 i) mod 97 of rank r: ((p + 7 r) mod 97) - 48, in -48..48.
 inline std::int64_t PhaseValue(std::size_t phase, int rank) {
-  return static_cast<std::int64_t>((phase + static_cast<std::size_t>(rank) * 7) %
-                                   kPatternPeriod) - 48;
+  return static_cast<std::int64_t>((phase + static_cast<std::size_t>(rank) * 7) % kPatternPeriod) -
+         48;
 }
 
 inline std::size_t PatternPhase(std::size_t index) { return (index * 31) % kPatternPeriod; }

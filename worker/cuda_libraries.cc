@@ -59,17 +59,18 @@ std::string Joined(const std::vector<std::string>& items, const std::string& sep
 }  // namespace
 
 const CudaLibrary& NcclLibrary() {
-  static const CudaLibrary library{"DDPRUN_NCCL_LIBRARY", {"libnccl.so.2"}, {"nvidia/nccl/lib"},
+  static const CudaLibrary library{"DDPRUN_NCCL_LIBRARY",
+                                   {"libnccl.so.2"},
+                                   {"nvidia/nccl/lib"},
                                    {"/usr/local/cuda/lib64", "/usr/local/cuda/lib"}};
   return library;
 }
 
 const CudaLibrary& CudartLibrary() {
-  static const CudaLibrary library{
-      "DDPRUN_CUDART_LIBRARY",
-      {"libcudart.so.13", "libcudart.so.12"},
-      {"nvidia/cu13/lib", "nvidia/cuda_runtime/lib"},
-      {"/usr/local/cuda/lib64", "/usr/local/cuda/lib"}};
+  static const CudaLibrary library{"DDPRUN_CUDART_LIBRARY",
+                                   {"libcudart.so.13", "libcudart.so.12"},
+                                   {"nvidia/cu13/lib", "nvidia/cuda_runtime/lib"},
+                                   {"/usr/local/cuda/lib64", "/usr/local/cuda/lib"}};
   return library;
 }
 

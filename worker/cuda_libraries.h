@@ -18,10 +18,10 @@
 namespace ddprun::worker {
 
 struct CudaLibrary {
-  std::string env_var;                   // DDPRUN_NCCL_LIBRARY
-  std::vector<std::string> sonames;      // newest first: libcudart.so.13, libcudart.so.12
+  std::string env_var;                    // DDPRUN_NCCL_LIBRARY
+  std::vector<std::string> sonames;       // newest first: libcudart.so.13, libcudart.so.12
   std::vector<std::string> package_dirs;  // under site-packages: nvidia/nccl/lib
-  std::vector<std::string> system_dirs;  // /usr/local/cuda/lib64
+  std::vector<std::string> system_dirs;   // /usr/local/cuda/lib64
 };
 
 const CudaLibrary& NcclLibrary();

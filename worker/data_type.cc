@@ -5,8 +5,8 @@
 namespace ddprun::worker {
 
 const std::vector<DataType>& AllDataTypes() {
-  static const std::vector<DataType> kAll = {DataType::kFloat, DataType::kDouble,
-                                             DataType::kInt32, DataType::kInt64};
+  static const std::vector<DataType> kAll = {DataType::kFloat, DataType::kDouble, DataType::kInt32,
+                                             DataType::kInt64};
   return kAll;
 }
 
@@ -16,10 +16,14 @@ std::size_t DataTypeSize(DataType type) {
 
 const char* DataTypeName(DataType type) {
   switch (type) {
-    case DataType::kFloat: return "float";
-    case DataType::kDouble: return "double";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: break;
+    case DataType::kFloat:
+      return "float";
+    case DataType::kDouble:
+      return "double";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      break;
   }
   return "int64";
 }

@@ -19,22 +19,34 @@ DataType ParseDataType(const std::string& name);
 template <typename T>
 constexpr DataType DataTypeOf();
 template <>
-constexpr DataType DataTypeOf<float>() { return DataType::kFloat; }
+constexpr DataType DataTypeOf<float>() {
+  return DataType::kFloat;
+}
 template <>
-constexpr DataType DataTypeOf<double>() { return DataType::kDouble; }
+constexpr DataType DataTypeOf<double>() {
+  return DataType::kDouble;
+}
 template <>
-constexpr DataType DataTypeOf<std::int32_t>() { return DataType::kInt32; }
+constexpr DataType DataTypeOf<std::int32_t>() {
+  return DataType::kInt32;
+}
 template <>
-constexpr DataType DataTypeOf<std::int64_t>() { return DataType::kInt64; }
+constexpr DataType DataTypeOf<std::int64_t>() {
+  return DataType::kInt64;
+}
 
 // Calls fn(T{}) with the C++ type of `type`.
 template <typename Fn>
 decltype(auto) VisitDataType(DataType type, Fn&& fn) {
   switch (type) {
-    case DataType::kFloat: return fn(float{});
-    case DataType::kDouble: return fn(double{});
-    case DataType::kInt32: return fn(std::int32_t{});
-    case DataType::kInt64: break;
+    case DataType::kFloat:
+      return fn(float{});
+    case DataType::kDouble:
+      return fn(double{});
+    case DataType::kInt32:
+      return fn(std::int32_t{});
+    case DataType::kInt64:
+      break;
   }
   return fn(std::int64_t{});
 }

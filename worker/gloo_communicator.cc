@@ -54,8 +54,7 @@ gloo::AllreduceOptions::Func SumOf() {
 
 }  // namespace
 
-GlooCommunicator::GlooCommunicator(const GlooConfig& config,
-                                   std::shared_ptr<store::Store> store)
+GlooCommunicator::GlooCommunicator(const GlooConfig& config, std::shared_ptr<store::Store> store)
     : config_(config) {
   auto device = CreateDevice(config);
   auto context = std::make_shared<gloo::rendezvous::Context>(config.rank, config.size);

@@ -2,9 +2,9 @@
 // Store, so gloo's connectFullMesh exchanges its addresses through the launcher's store.
 // A wait past its timeout throws rendezvous::StoreTimeout.
 #pragma once
-#include <memory>
-
 #include <gloo/rendezvous/store.h>
+
+#include <memory>
 
 #include "store/store.h"
 

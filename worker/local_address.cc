@@ -18,8 +18,8 @@ struct AddrInfoDeleter {
 
 std::string NumericHost(const sockaddr_storage& addr, socklen_t len) {
   char host[NI_MAXHOST];
-  int rc = getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host),
-                       nullptr, 0, NI_NUMERICHOST);
+  int rc = getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host), nullptr,
+                       0, NI_NUMERICHOST);
   if (rc != 0) throw SystemError(std::string("getnameinfo: ") + gai_strerror(rc));
   return host;
 }

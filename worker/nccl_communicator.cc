@@ -32,10 +32,14 @@ void CheckNccl(ncclResult_t status, const char* what) {
 
 ncclDataType_t NcclType(DataType type) {
   switch (type) {
-    case DataType::kFloat: return ncclFloat32;
-    case DataType::kDouble: return ncclFloat64;
-    case DataType::kInt32: return ncclInt32;
-    case DataType::kInt64: break;
+    case DataType::kFloat:
+      return ncclFloat32;
+    case DataType::kDouble:
+      return ncclFloat64;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kInt64:
+      break;
   }
   return ncclInt64;
 }
@@ -168,8 +172,8 @@ extern "C" int DdprunNcclDeviceCount(char* error, std::size_t error_len) {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status == cudaSuccess) return count;
-  ddprun::worker::CopyError(std::string("cudaGetDeviceCount: ") + cudaGetErrorString(status),
-                            error, error_len);
+  ddprun::worker::CopyError(std::string("cudaGetDeviceCount: ") + cudaGetErrorString(status), error,
+                            error_len);
   return -1;
 }
 

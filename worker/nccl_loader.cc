@@ -38,8 +38,8 @@ template <typename Fn>
 Fn Symbol(void* handle, const char* name) {
   void* symbol = dlsym(handle, name);
   if (symbol == nullptr) {
-    throw BackendUnavailable(std::string("nccl backend: ") + kDdprunNcclPluginName +
-                             " lacks " + name);
+    throw BackendUnavailable(std::string("nccl backend: ") + kDdprunNcclPluginName + " lacks " +
+                             name);
   }
   return reinterpret_cast<Fn>(symbol);
 }
@@ -52,9 +52,9 @@ NcclPlugin& NcclPlugin::Get() {
   std::string reasons;
   void* handle = Open(reasons);
   if (handle == nullptr) {
-    throw BackendUnavailable(std::string("nccl backend unavailable: ") + kDdprunNcclPluginName +
-                             (reasons.empty() ? " not found (built without CUDA/NCCL?)"
-                                              : " failed to load" + reasons));
+    throw BackendUnavailable(
+        std::string("nccl backend unavailable: ") + kDdprunNcclPluginName +
+        (reasons.empty() ? " not found (built without CUDA/NCCL?)" : " failed to load" + reasons));
   }
   plugin = new NcclPlugin(Symbol<DeviceCountFn>(handle, "DdprunNcclDeviceCount"),
                           Symbol<CreateFn>(handle, "DdprunNcclCreate"));

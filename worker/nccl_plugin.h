@@ -13,8 +13,8 @@ namespace ddprun::worker {
 struct NcclPluginArgs {
   int rank = 0;
   int size = 1;
-  int device = 0;                         // CUDA device ordinal (LOCAL_RANK)
-  store::Store* store = nullptr;     // a fresh scope; the ncclUniqueId is exchanged here
+  int device = 0;                 // CUDA device ordinal (LOCAL_RANK)
+  store::Store* store = nullptr;  // a fresh scope; the ncclUniqueId is exchanged here
   std::chrono::milliseconds timeout{60'000};
 };
 

@@ -5,9 +5,8 @@
 // every function of it fails (cudaErrorSharedObjectInitFailed, ncclSystemError) and its
 // *GetErrorString returns the reason: what was looked for, where, and the fix.
 #include <cuda_runtime_api.h>
-#include <nccl.h>
-
 #include <dlfcn.h>
+#include <nccl.h>
 
 #include <mutex>  // std::call_once
 #include <string>
@@ -55,16 +54,17 @@ const char* Reason(const CudaLibrary& library) {
 }  // namespace ddprun::worker
 
 // One forwarder: resolves `name` in the library once, then calls it; `failure` when it is missing.
-#define DDPRUN_FORWARD(library, failure, ret, name, params, args)                        \
-  extern "C" ret name params {                                                            \
-    using Fn = ret(*) params;                                                             \
-    static Fn fn = reinterpret_cast<Fn>(ddprun::worker::Resolve(library(), #name));       \
-    if (fn == nullptr) return failure;                                                    \
-    return fn args;                                                                       \
+#define DDPRUN_FORWARD(library, failure, ret, name, params, args)                   \
+  extern "C" ret name params {                                                      \
+    using Fn = ret(*) params;                                                       \
+    static Fn fn = reinterpret_cast<Fn>(ddprun::worker::Resolve(library(), #name)); \
+    if (fn == nullptr) return failure;                                              \
+    return fn args;                                                                 \
   }
 
-#define DDPRUN_CUDART(ret, name, params, args) \
-  DDPRUN_FORWARD(ddprun::worker::CudartLibrary, cudaErrorSharedObjectInitFailed, ret, name, params, args)
+#define DDPRUN_CUDART(ret, name, params, args)                                              \
+  DDPRUN_FORWARD(ddprun::worker::CudartLibrary, cudaErrorSharedObjectInitFailed, ret, name, \
+                 params, args)
 #define DDPRUN_NCCL(ret, name, params, args) \
   DDPRUN_FORWARD(ddprun::worker::NcclLibrary, ncclSystemError, ret, name, params, args)
 
@@ -77,16 +77,17 @@ DDPRUN_CUDART(cudaError_t, cudaMemset, (void* pointer, int value, size_t count),
 DDPRUN_CUDART(cudaError_t, cudaMemcpy,
               (void* dst, const void* src, size_t count, enum cudaMemcpyKind kind),
               (dst, src, count, kind))
-DDPRUN_CUDART(cudaError_t, cudaStreamCreateWithFlags, (cudaStream_t* stream, unsigned int flags),
+DDPRUN_CUDART(cudaError_t, cudaStreamCreateWithFlags, (cudaStream_t * stream, unsigned int flags),
               (stream, flags))
 DDPRUN_CUDART(cudaError_t, cudaStreamQuery, (cudaStream_t stream), (stream))
 DDPRUN_CUDART(cudaError_t, cudaStreamDestroy, (cudaStream_t stream), (stream))
-DDPRUN_FORWARD(ddprun::worker::CudartLibrary, ddprun::worker::Reason(ddprun::worker::CudartLibrary()),
-               const char*, cudaGetErrorString, (cudaError_t error), (error))
+DDPRUN_FORWARD(ddprun::worker::CudartLibrary,
+               ddprun::worker::Reason(ddprun::worker::CudartLibrary()), const char*,
+               cudaGetErrorString, (cudaError_t error), (error))
 
-DDPRUN_NCCL(ncclResult_t, ncclGetUniqueId, (ncclUniqueId* id), (id))
+DDPRUN_NCCL(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * id), (id))
 DDPRUN_NCCL(ncclResult_t, ncclCommInitRankConfig,
-            (ncclComm_t* comm, int ranks, ncclUniqueId id, int rank, ncclConfig_t* config),
+            (ncclComm_t * comm, int ranks, ncclUniqueId id, int rank, ncclConfig_t* config),
             (comm, ranks, id, rank, config))
 DDPRUN_NCCL(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* error),
             (comm, error))

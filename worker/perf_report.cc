@@ -85,10 +85,14 @@ std::string FormatPerfFooter(const std::vector<PerfRow>& rows) {
 }
 
 nlohmann::json PerfRowJson(const PerfRow& row) {
-  return {{"size", row.bytes},           {"count", row.count},
-          {"type", DataTypeName(row.type)}, {"redop", "sum"},
-          {"time_us", row.time_us},      {"algbw_gbps", row.algbw_gbps},
-          {"busbw_gbps", row.busbw_gbps}, {"wrong", row.wrong}};
+  return {{"size", row.bytes},
+          {"count", row.count},
+          {"type", DataTypeName(row.type)},
+          {"redop", "sum"},
+          {"time_us", row.time_us},
+          {"algbw_gbps", row.algbw_gbps},
+          {"busbw_gbps", row.busbw_gbps},
+          {"wrong", row.wrong}};
 }
 
 }  // namespace ddprun::worker

@@ -2,10 +2,9 @@
 // busbw, #wrong) and a JSON form. Pure functions, no I/O.
 #pragma once
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "worker/data_type.h"
 

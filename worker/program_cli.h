@@ -4,7 +4,6 @@
 // The values themselves are still checked by ParseBackend / ParseDataType (aliases included).
 #pragma once
 #include <CLI/CLI.hpp>
-
 #include <string>
 #include <vector>
 

@@ -22,8 +22,8 @@ int IntIn(const char* name, const std::string& text, int min, int max) {
   const auto value = ParseInt(text);
   if (!value) throw UsageError(std::string(name) + "=" + NotAnInteger(text));
   if (*value < min || *value > max) {
-    throw UsageError(std::string(name) + "=" + text + " is out of range " +
-                     std::to_string(min) + ".." + std::to_string(max));
+    throw UsageError(std::string(name) + "=" + text + " is out of range " + std::to_string(min) +
+                     ".." + std::to_string(max));
   }
   return static_cast<int>(*value);
 }
@@ -44,8 +44,7 @@ bool ParseUseAgentStore(const EnvLookup& lookup) {
   if (!value || value->empty()) return false;
   if (*value == "True") return true;
   if (*value == "False") return false;
-  throw UsageError(std::string(env::kUseAgentStore) + "='" + *value +
-                   "' must be True or False");
+  throw UsageError(std::string(env::kUseAgentStore) + "='" + *value + "' must be True or False");
 }
 
 }  // namespace

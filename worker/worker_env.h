@@ -14,7 +14,7 @@ struct WorkerEnv {
   int local_world_size = 1;
   std::string master_addr;
   int master_port = 0;
-  int restart_count = 0;       // TORCHELASTIC_RESTART_COUNT, 0 when unset
+  int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT, 0 when unset
   bool use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE == "True"
 };
 

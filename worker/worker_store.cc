@@ -4,8 +4,8 @@
 
 #include "common/asio.h"
 #include "store/prefix_store.h"
-#include "store/tcp_store_client.h"
 #include "store/store_server_thread.h"
+#include "store/tcp_store_client.h"
 
 namespace ddprun::worker {
 
@@ -20,8 +20,7 @@ class WorkerStore::Server {
 
 namespace {
 
-std::shared_ptr<store::Store> Connect(const WorkerEnv& env,
-                                           std::chrono::milliseconds timeout) {
+std::shared_ptr<store::Store> Connect(const WorkerEnv& env, std::chrono::milliseconds timeout) {
   store::ClientOptions options;
   options.host = env.master_addr;
   options.port = env.master_port;
@@ -29,8 +28,8 @@ std::shared_ptr<store::Store> Connect(const WorkerEnv& env,
   options.connect_timeout = timeout;
   auto client = std::make_shared<store::TcpStoreClient>(options);
   client->SetTimeout(timeout);
-  return std::make_shared<store::PrefixStore>(
-      WorkerStore::AttemptPrefix(env.restart_count), client);
+  return std::make_shared<store::PrefixStore>(WorkerStore::AttemptPrefix(env.restart_count),
+                                              client);
 }
 
 }  // namespace

@@ -3,13 +3,13 @@
 // vector over every rank with the bundled allreduce, shares a value through the job's c10d
 // store, checks both and prints one line per rank. Exit 0 when both are right, 1 otherwise.
 //   ddprun --standalone --nproc-per-node=4 ./allreduce_example
+#include <ddprun/common/version.h>
+#include <ddprun/worker/program.h>
+
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <ddprun/common/version.h>
-#include <ddprun/worker/program.h>
 
 int main() {
   using namespace ddprun::worker;
@@ -35,9 +35,9 @@ int main() {
     ok = ok && greeting == "hello from rank 0";
 
     job.comm->Barrier();
-    std::printf("%s %s: allreduce sum %g (expected %g), store says '%s' [%s]\n",
-                job.Who().c_str(), ok ? "ok" : "WRONG", gradient.front(), expected,
-                greeting.c_str(), ddprun::VersionLine("libddprun_worker").c_str());
+    std::printf("%s %s: allreduce sum %g (expected %g), store says '%s' [%s]\n", job.Who().c_str(),
+                ok ? "ok" : "WRONG", gradient.front(), expected, greeting.c_str(),
+                ddprun::VersionLine("libddprun_worker").c_str());
     job.Finish();
     return ok ? 0 : 1;
   });

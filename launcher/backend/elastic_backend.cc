@@ -5,10 +5,10 @@
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "launcher/backend/elastic_monitor.h"
+#include "launcher/backend/etcd_liveness.h"
 #include "launcher/backend/etcd_store_site.h"
 #include "launcher/backend/free_port.h"
 #include "launcher/backend/tcp_store_site.h"
-#include "launcher/backend/etcd_liveness.h"
 
 namespace ddprun::launcher::backend {
 namespace {
@@ -76,18 +76,19 @@ std::unique_ptr<rendezvous::StoreSite> MakeStoreSite(const LaunchPlan& plan) {
 
 // How the round's watch connects to wherever the round's store is: etcd through the site; a
 // c10d store (it moves when lost) with replies later than the heartbeat timeout meaning lost.
-rendezvous::StoreConnector RoundStoreConnector(const LaunchPlan& plan, rendezvous::StoreSite& site,
-                                               const rendezvous::ElasticRendezvousHandler& handler) {
+rendezvous::StoreConnector RoundStoreConnector(
+    const LaunchPlan& plan, rendezvous::StoreSite& site,
+    const rendezvous::ElasticRendezvousHandler& handler) {
   if (plan.etcd) {
     return [&site, &handler](milliseconds timeout) {
       return site.Connect(handler.StoreAddress(), timeout);
     };
   }
-  return [&handler, reply_timeout = plan.timeouts.heartbeat,
-          auth = plan.auth](milliseconds timeout) {
-    const HostPort at = handler.StoreAddress();  // the plan's endpoints all have their port
-    return TcpStoreConnector(at.host, at.port.value_or(0), reply_timeout, auth)(timeout);
-  };
+  return
+      [&handler, reply_timeout = plan.timeouts.heartbeat, auth = plan.auth](milliseconds timeout) {
+        const HostPort at = handler.StoreAddress();  // the plan's endpoints all have their port
+        return TcpStoreConnector(at.host, at.port.value_or(0), reply_timeout, auth)(timeout);
+      };
 }
 
 rendezvous::ElasticHandlerOptions HandlerOptions(const LaunchPlan& plan,
@@ -128,8 +129,11 @@ std::unique_ptr<LaunchBackend> MakeElasticBackend(asio::io_context& io, const La
   rendezvous::StoreConnector connect_round_store =
       RoundStoreConnector(plan, *backend->store_site, *rendezvous);
   backend->rendezvous = std::move(rendezvous);
-  ElasticMonitorOptions monitor{handler.rendezvous, std::move(connect_round_store),
-                                timeouts.keep_alive, timeouts.keep_alive_max_attempt, {}};
+  ElasticMonitorOptions monitor{handler.rendezvous,
+                                std::move(connect_round_store),
+                                timeouts.keep_alive,
+                                timeouts.keep_alive_max_attempt,
+                                {}};
   if (plan.etcd) {
     monitor.liveness = [etcd = *plan.etcd](const rendezvous::LivenessScope& scope,
                                            rendezvous::MemberLiveness::TimePoint start) {

@@ -63,9 +63,9 @@ class ElasticMonitor::Watcher : public ThreadedMonitor::RoundWatch {
           events.on_node_lost(-1, "lost the rendezvous store (" + why + ")");
         });
       };
-      auto liveness = options_.liveness
-                          ? options_.liveness(scope, clock_.Now())
-                          : std::make_unique<rendezvous::HeartbeatCounterLiveness>(scope, clock_.Now());
+      auto liveness = options_.liveness ? options_.liveness(scope, clock_.Now())
+                                        : std::make_unique<rendezvous::HeartbeatCounterLiveness>(
+                                              scope, clock_.Now());
       {
         std::lock_guard lock(mutex_);
         liveness_ = std::move(liveness);

@@ -29,7 +29,7 @@ struct ElasticMonitorOptions {
   rendezvous::StoreConnector connect;               // a new connection to the rendezvous store
   std::chrono::milliseconds interval{5000};         // rdzv_conf keep_alive_interval
   int max_attempts = 3;                             // rdzv_conf keep_alive_max_attempt
-  rendezvous::LivenessFactory liveness;  // none: heartbeat counters (c10d); etcd: leases
+  rendezvous::LivenessFactory liveness;             // none: heartbeat counters (c10d); etcd: leases
   // Beats, silences, the pauses between looks, and the declarations (rendezvous.clock is not
   // used). Not owned.
   Clock* clock = &RealClock();
@@ -41,7 +41,8 @@ class ElasticMonitor : public ThreadedMonitor {
 
  private:
   class Watcher;
-  std::unique_ptr<RoundWatch> StartWatch(const rendezvous::RendezvousInfo& round, Post post) override;
+  std::unique_ptr<RoundWatch> StartWatch(const rendezvous::RendezvousInfo& round,
+                                         Post post) override;
 
   ElasticMonitorOptions options_;
 };

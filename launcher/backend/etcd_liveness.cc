@@ -8,7 +8,9 @@ namespace ddprun::launcher::backend {
 
 EtcdLease::EtcdLease(const store::etcd::EtcdClientOptions& options, std::chrono::seconds ttl)
     : options_(options), client_(options), ttl_(ttl) {
-  id_ = store::etcd::ParseLease(client_.Call("/v3/lease/grant", store::etcd::LeaseGrantBody(ttl.count()))).id;
+  id_ = store::etcd::ParseLease(
+            client_.Call("/v3/lease/grant", store::etcd::LeaseGrantBody(ttl.count())))
+            .id;
 }
 
 void EtcdLease::Put(const std::string& key, const std::string& value) {
@@ -18,9 +20,13 @@ void EtcdLease::Put(const std::string& key, const std::string& value) {
 void EtcdLease::KeepAlive() { KeepAlive(client_); }
 
 void EtcdLease::KeepAlive(store::etcd::EtcdClient& client) {
-  if (store::etcd::ParseLease(client.Call("/v3/lease/keepalive", store::etcd::LeaseKeepAliveBody(id_))).ttl <= 0) {
-    throw store::StoreConnectionError("this node's etcd lease expired: it was cut off from etcd for "
-                               "longer than its TTL (" + std::to_string(ttl_.count()) + " s)");
+  if (store::etcd::ParseLease(
+          client.Call("/v3/lease/keepalive", store::etcd::LeaseKeepAliveBody(id_)))
+          .ttl <= 0) {
+    throw store::StoreConnectionError(
+        "this node's etcd lease expired: it was cut off from etcd for "
+        "longer than its TTL (" +
+        std::to_string(ttl_.count()) + " s)");
   }
 }
 

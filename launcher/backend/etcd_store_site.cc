@@ -20,7 +20,7 @@ store::etcd::EtcdStoreOptions EtcdStoreSite::StoreOptions(const HostPort& first)
 
 // The timeout is the client's per-request one: no connection is opened before the first call.
 std::shared_ptr<store::Store> EtcdStoreSite::Connect(const HostPort& at,
-                                                          std::chrono::milliseconds) {
+                                                     std::chrono::milliseconds) {
   return std::make_shared<store::etcd::EtcdStore>(StoreOptions(at));
 }
 

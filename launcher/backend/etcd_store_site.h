@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "common/clock.h"
-#include "store/etcd/etcd_store.h"
 #include "rendezvous/store_failover.h"
+#include "store/etcd/etcd_store.h"
 
 namespace ddprun::launcher::backend {
 
@@ -20,7 +20,7 @@ class EtcdStoreSite : public rendezvous::StoreSite {
 
   rendezvous::Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) override;
   std::shared_ptr<store::Store> Connect(const HostPort& at,
-                                             std::chrono::milliseconds timeout) override;
+                                        std::chrono::milliseconds timeout) override;
   std::optional<HostPort> Serve(int) override { return std::nullopt; }
 
   // The options of an EtcdStore with `first` tried first.

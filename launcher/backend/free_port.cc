@@ -25,8 +25,9 @@ int PickFreePort(const std::string& host) {
     acceptor.open(endpoint.protocol(), error);
   }
   if (!error) acceptor.bind(endpoint, error);
-  if (error) throw SystemError("pick a free port on " + (host.empty() ? "*" : host) + ": " +
-                               error.message());
+  if (error)
+    throw SystemError("pick a free port on " + (host.empty() ? "*" : host) + ": " +
+                      error.message());
   return acceptor.local_endpoint().port();
 }
 

@@ -24,7 +24,8 @@ HostedStoreRendezvous::HostedStoreRendezvous(asio::io_context& io, const LaunchP
 }
 
 rendezvous::RendezvousInfo HostedStoreRendezvous::NextRendezvous() {
-  if (closed_) throw rendezvous::RendezvousClosedError("the rendezvous '" + run_id_ + "' is closed");
+  if (closed_)
+    throw rendezvous::RendezvousClosedError("the rendezvous '" + run_id_ + "' is closed");
   if (round_ > 0) {
     server_->WithKeys([](store::KeySpace& keys) {
       for (const auto& key : keys.ListKeys()) keys.DeleteKey(key);

@@ -11,9 +11,8 @@ namespace ddprun::launcher::backend {
 rendezvous::StoreConnector TcpStoreConnector(std::string host, int port,
                                              std::chrono::milliseconds reply_timeout,
                                              std::shared_ptr<const store::AuthKey> auth) {
-  return [host = std::move(host), port, reply_timeout,
-          auth = std::move(auth)](std::chrono::milliseconds timeout)
-             -> std::shared_ptr<store::Store> {
+  return [host = std::move(host), port, reply_timeout, auth = std::move(auth)](
+             std::chrono::milliseconds timeout) -> std::shared_ptr<store::Store> {
     store::ClientOptions options;
     options.host = host;
     options.port = port;

@@ -22,9 +22,9 @@ namespace ddprun::launcher::backend {
 // Members are destroyed bottom-up: the monitor first, the rendezvous store this node serves
 // last (it lingers until its clients are gone).
 struct LaunchBackend {
-  std::unique_ptr<rendezvous::StoreSite> store_site;          // elastic: serves a store it holds
+  std::unique_ptr<rendezvous::StoreSite> store_site;           // elastic: serves a store it holds
   std::unique_ptr<store::StoreServerThread> rendezvous_store;  // served here, or null
-  std::unique_ptr<rendezvous::WorkerStoreHost> worker_store;  // elastic rounds' worker store
+  std::unique_ptr<rendezvous::WorkerStoreHost> worker_store;   // elastic rounds' worker store
   std::unique_ptr<rendezvous::RendezvousHandler> rendezvous;
   std::unique_ptr<elastic::PeerMonitor> monitor;  // null: no other node to watch
   bool blocking = false;  // joins wait for other nodes: they run on a ThreadRunner

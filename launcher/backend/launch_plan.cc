@@ -118,8 +118,7 @@ bool ResolvesToIpv4LoopbackOnly(const std::string& name, const MachineFacts& fac
 // an ephemeral port and --local_addr or the FQDN, as torchrun's shared store. --standalone
 // keeps the store on loopback: MASTER_ADDR is the FQDN when that resolves to 127.0.0.0/8 only
 // (as torchrun's value on such hosts), else 127.0.0.1.
-void PlanSingleNodeStore(const LaunchConfig& config, LaunchPlan& plan,
-                         const MachineFacts& facts) {
+void PlanSingleNodeStore(const LaunchConfig& config, LaunchPlan& plan, const MachineFacts& facts) {
   ServedStore served;
   std::string& master = plan.first_round.master_addr;
   if (StaticSingleNode(config)) {

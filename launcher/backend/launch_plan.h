@@ -67,19 +67,19 @@ struct NodeIdentity {
 
 // Every timeout of the launch, derived once from --rdzv_conf and the flags.
 struct LaunchTimeouts {
-  std::chrono::milliseconds join{600'000};       // a rendezvous round forms within
-  std::chrono::milliseconds last_call{30'000};   // MIN reached: wait for more this long
-  std::chrono::milliseconds close{30'000};       // the closing of the rendezvous
-  std::chrono::milliseconds read{60'000};        // one rendezvous store request
-  std::chrono::milliseconds keep_alive{5'000};   // a node beats this often
-  int keep_alive_max_attempt = 3;                // beats a node may miss
-  std::chrono::milliseconds heartbeat{15'000};   // silent this long: lost (keep_alive × attempts)
-  std::chrono::milliseconds member{20'000};      // a round's member is dropped after (heartbeat +
-                                                 // one beat)
-  std::chrono::milliseconds linger{15'000};      // a served store waits for its clients (≥ 10 s)
+  std::chrono::milliseconds join{600'000};      // a rendezvous round forms within
+  std::chrono::milliseconds last_call{30'000};  // MIN reached: wait for more this long
+  std::chrono::milliseconds close{30'000};      // the closing of the rendezvous
+  std::chrono::milliseconds read{60'000};       // one rendezvous store request
+  std::chrono::milliseconds keep_alive{5'000};  // a node beats this often
+  int keep_alive_max_attempt = 3;               // beats a node may miss
+  std::chrono::milliseconds heartbeat{15'000};  // silent this long: lost (keep_alive × attempts)
+  std::chrono::milliseconds member{20'000};     // a round's member is dropped after (heartbeat +
+                                                // one beat)
+  std::chrono::milliseconds linger{15'000};     // a served store waits for its clients (≥ 10 s)
   std::chrono::milliseconds agent_store_reply{60'000};  // a static agent's store replies within
-  std::chrono::milliseconds shutdown{30'000};    // workers' SIGTERM → SIGKILL
-  std::chrono::milliseconds failure_barrier{15'000};  // nodes agree on a failure within
+  std::chrono::milliseconds shutdown{30'000};           // workers' SIGTERM → SIGKILL
+  std::chrono::milliseconds failure_barrier{15'000};    // nodes agree on a failure within
   bool operator==(const LaunchTimeouts&) const = default;
 };
 

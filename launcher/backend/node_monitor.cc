@@ -11,8 +11,8 @@
 #include "common/logging.h"
 #include "elastic/round_sync.h"
 #include "rendezvous/heartbeat_watch.h"
-#include "store/prefix_store.h"
 #include "rendezvous/static_rendezvous.h"
+#include "store/prefix_store.h"
 #include "store/tcp_store_client.h"
 
 namespace ddprun::launcher::backend {
@@ -43,8 +43,8 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
   std::shared_ptr<Store> Connect() const {
     if (options_.connect) {
       return std::make_shared<store::PrefixStore>(
-          prefix_, options_.connect(rendezvous::StoreSilenceTimeout(options_.interval,
-                                                                    options_.max_attempts)));
+          prefix_, options_.connect(
+                       rendezvous::StoreSilenceTimeout(options_.interval, options_.max_attempts)));
     }
     return std::make_shared<store::PrefixStore>(
         prefix_, std::make_shared<store::TcpStoreClient>(MonitorClientOptions(options_)));
@@ -119,8 +119,8 @@ class NodeMonitor::Watcher : public ThreadedMonitor::RoundWatch {
 
   void LostStore(const std::string& error) {
     const std::string why = "lost the connection to its store at " +
-                            HostPort{options_.store_host, options_.store_port}.ToString() +
-                            " (" + error + ")";
+                            HostPort{options_.store_host, options_.store_port}.ToString() + " (" +
+                            error + ")";
     post_([why](const Events& events) { events.on_node_lost(0, why); });
   }
 
@@ -152,8 +152,8 @@ store::ClientOptions MonitorClientOptions(const NodeMonitorOptions& options) {
 NodeMonitor::NodeMonitor(asio::io_context& io, NodeMonitorOptions options)
     : ThreadedMonitor(io), options_(std::move(options)) {}
 
-std::unique_ptr<ThreadedMonitor::RoundWatch> NodeMonitor::StartWatch(const rendezvous::RendezvousInfo& round,
-                                                          Post post) {
+std::unique_ptr<ThreadedMonitor::RoundWatch> NodeMonitor::StartWatch(
+    const rendezvous::RendezvousInfo& round, Post post) {
   return std::make_unique<Watcher>(options_, round, std::move(post));
 }
 

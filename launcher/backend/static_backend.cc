@@ -5,11 +5,11 @@
 #include <memory>
 
 #include "common/logging.h"
-#include "launcher/backend/join_progress.h"
 #include "launcher/backend/free_port.h"
+#include "launcher/backend/join_progress.h"
 #include "launcher/backend/node_monitor.h"
-#include "store/store_server_thread.h"
 #include "rendezvous/static_rendezvous.h"
+#include "store/store_server_thread.h"
 
 namespace ddprun::launcher::backend {
 namespace {

@@ -65,7 +65,7 @@ Reach TcpStoreSite::Probe(const HostPort& at, std::chrono::milliseconds timeout)
 }
 
 std::shared_ptr<store::Store> TcpStoreSite::Connect(const HostPort& at,
-                                                         std::chrono::milliseconds timeout) {
+                                                    std::chrono::milliseconds timeout) {
   return TcpStoreConnector(at.host, at.port.value_or(0), options_.reply_timeout,
                            options_.serve.auth)(timeout);
 }
@@ -76,9 +76,9 @@ std::optional<HostPort> TcpStoreSite::Serve(int port) {
     store::ServerOptions serve = options_.serve;
     serve.port = port;
     served_ = std::make_unique<store::StoreServerThread>(
-        serve, store::StoreThreadOptions{
-                   options_.linger, options_.quiet_for,
-                   "--rdzv_conf store_bind names an address of this machine", true});
+        serve,
+        store::StoreThreadOptions{options_.linger, options_.quiet_for,
+                                  "--rdzv_conf store_bind names an address of this machine", true});
   } catch (const store::PortInUseError&) {
     return std::nullopt;  // served already (another agent of this machine, or another program)
   }

@@ -8,8 +8,8 @@
 #include <mutex>
 
 #include "common/clock.h"
-#include "store/store_server_thread.h"
 #include "rendezvous/store_failover.h"
+#include "store/store_server_thread.h"
 
 namespace ddprun::launcher::backend {
 
@@ -20,8 +20,8 @@ rendezvous::Reach ProbeTcp(const HostPort& at, std::chrono::milliseconds timeout
 struct TcpStoreSiteOptions {
   std::chrono::milliseconds reply_timeout{60'000};  // every reply of a connected store
   store::ServerOptions serve;  // a served store's bind address and token (its port: Serve's)
-  std::chrono::milliseconds linger{10'000};         // a served store, for its last clients
-  std::chrono::milliseconds quiet_for{15'000};      // a client silent this long is gone
+  std::chrono::milliseconds linger{10'000};     // a served store, for its last clients
+  std::chrono::milliseconds quiet_for{15'000};  // a client silent this long is gone
 };
 
 class TcpStoreSite : public rendezvous::StoreSite {
@@ -31,7 +31,7 @@ class TcpStoreSite : public rendezvous::StoreSite {
 
   rendezvous::Reach Probe(const HostPort& at, std::chrono::milliseconds timeout) override;
   std::shared_ptr<store::Store> Connect(const HostPort& at,
-                                             std::chrono::milliseconds timeout) override;
+                                        std::chrono::milliseconds timeout) override;
   std::optional<HostPort> Serve(int port) override;
   void StopServing() override;
   // The load of the store this site serves, if it serves one (any thread; never blocks: none

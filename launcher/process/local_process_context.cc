@@ -6,8 +6,8 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-#include <termios.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -114,13 +114,20 @@ void AppendBounded(std::string& text, std::string_view chunk, std::size_t limit)
 
 std::string StateName(char state) {
   switch (state) {
-    case 'D': return "D (uninterruptible sleep: a driver or filesystem call that does not return)";
-    case 'R': return "R (running)";
-    case 'S': return "S (sleeping)";
-    case 'T': return "T (stopped)";
-    case 't': return "t (traced)";
-    case 'Z': return "Z (zombie)";
-    default: return std::string(1, state);
+    case 'D':
+      return "D (uninterruptible sleep: a driver or filesystem call that does not return)";
+    case 'R':
+      return "R (running)";
+    case 'S':
+      return "S (sleeping)";
+    case 'T':
+      return "T (stopped)";
+    case 't':
+      return "t (traced)";
+    case 'Z':
+      return "Z (zombie)";
+    default:
+      return std::string(1, state);
   }
 }
 
@@ -170,11 +177,7 @@ LocalProcessContext::LocalProcessContext(asio::io_context& io, int session_keepe
     : LocalProcessContext(io, LocalProcessOptions{session_keeper_fd}) {}
 
 LocalProcessContext::LocalProcessContext(asio::io_context& io, LocalProcessOptions options)
-    : io_(io),
-      options_(options),
-      kill_timer_(io),
-      unkillable_timer_(io),
-      dump_timer_(io) {}
+    : io_(io), options_(options), kill_timer_(io), unkillable_timer_(io), dump_timer_(io) {}
 
 LocalProcessContext::~LocalProcessContext() {
   for (const auto& worker : workers_) {
@@ -261,8 +264,8 @@ namespace {
 
 // The descriptor the child gets for one stream, and what the launcher keeps to read it.
 struct StreamSetup {
-  int child_fd = -1;  // -1: inherit
-  int read_fd = -1;   // >= 0: route through a LogPipe
+  int child_fd = -1;                 // -1: inherit
+  int read_fd = -1;                  // >= 0: route through a LogPipe
   std::shared_ptr<OutputFile> file;  // the file the LogPipe copies into
 };
 
@@ -295,9 +298,8 @@ void LocalProcessContext::StartWorker(const WorkerLaunch& launch) {
   workers_.push_back(worker);
   StreamSetup out = SetUpStream(launch.out, STDOUT_FILENO);
   StreamSetup err = SetUpStream(launch.err, STDERR_FILENO);
-  const SpawnResult spawned = SpawnWorker(
-      {launch.argv, launch.env, out.child_fd, err.child_fd, options_.session_keeper_fd,
-       launch.cpu_binding.cpus});
+  const SpawnResult spawned = SpawnWorker({launch.argv, launch.env, out.child_fd, err.child_fd,
+                                           options_.session_keeper_fd, launch.cpu_binding.cpus});
   for (const int fd : {out.child_fd, err.child_fd}) {
     if (fd >= 0) ::close(fd);
   }
@@ -340,10 +342,10 @@ void LocalProcessContext::StartWorker(const WorkerLaunch& launch) {
     pipe->Start();
     return pipe;
   };
-  worker->out_pipe = make_pipe(out, launch.out, STDOUT_FILENO, false, filtered_stdout_,
-                               stdout_filters_);
-  worker->err_pipe = make_pipe(err, launch.err, STDERR_FILENO, true, filtered_stderr_,
-                               stderr_filters_);
+  worker->out_pipe =
+      make_pipe(out, launch.out, STDOUT_FILENO, false, filtered_stdout_, stdout_filters_);
+  worker->err_pipe =
+      make_pipe(err, launch.err, STDERR_FILENO, true, filtered_stderr_, stderr_filters_);
   WatchExit(worker);
 }
 
@@ -414,8 +416,7 @@ void LocalProcessContext::OnExit(const std::shared_ptr<Worker>& worker, int wait
   MaybeFinishStop();
 }
 
-void LocalProcessContext::DumpStacks(std::chrono::milliseconds window,
-                                     std::function<void()> done) {
+void LocalProcessContext::DumpStacks(std::chrono::milliseconds window, std::function<void()> done) {
   if (watchdog_) watchdog_->Quiet();
   on_dumped_ = std::move(done);
   for (const auto& worker : workers_) {
@@ -511,11 +512,10 @@ void LocalProcessContext::GiveUpOnUnkillable() {
     if (!worker->alive || worker->abandoned) continue;
     const auto stat = ReadProcStat(worker->pid);
     const std::string state = stat ? StateName(stat->state) : "unknown";
-    const std::string line =
-        "worker pid " + std::to_string(worker->pid) + " (local rank " +
-        std::to_string(worker->launch.local_rank) + ") is still alive " +
-        DurationText(options_.unkillable_wait) + " after SIGKILL, in state " + state +
-        "; not waiting for it any longer (the host may need a reboot)";
+    const std::string line = "worker pid " + std::to_string(worker->pid) + " (local rank " +
+                             std::to_string(worker->launch.local_rank) + ") is still alive " +
+                             DurationText(options_.unkillable_wait) + " after SIGKILL, in state " +
+                             state + "; not waiting for it any longer (the host may need a reboot)";
     spdlog::error("{}", line);
     worker->abandoned = true;
     if (events_.on_unkillable) events_.on_unkillable(line);

@@ -53,8 +53,7 @@ class LocalProcessContext : public elastic::ProcessContext {
   void Start(const elastic::AttemptLaunch& attempt, elastic::WorkerEvents events) override;
   void DumpStacks(std::chrono::milliseconds window, std::function<void()> done) override;
   void Signal(int local_rank, int signal) override;
-  void Stop(int signal, std::chrono::milliseconds grace,
-            std::function<void()> on_stopped) override;
+  void Stop(int signal, std::chrono::milliseconds grace, std::function<void()> on_stopped) override;
 
  private:
   struct Worker;

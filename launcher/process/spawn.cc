@@ -154,8 +154,7 @@ std::string PathOf(const std::map<std::string, std::string>& env) {
 
 // Resolves argv[0] as execvp would, against the worker's PATH: the first directory that has an
 // executable regular file of that name; "" when none has.
-std::string ResolveProgram(const std::string& name,
-                           const std::map<std::string, std::string>& env) {
+std::string ResolveProgram(const std::string& name, const std::map<std::string, std::string>& env) {
   if (name.find('/') != std::string::npos) return name;
   const std::string path = PathOf(env);
   for (std::size_t start = 0; start <= path.size();) {
@@ -199,8 +198,9 @@ SpawnResult SpawnWorker(const SpawnRequest& request) {
   }
   OwnedFd error_read{pipe_fds[0]};
   OwnedFd error_write{pipe_fds[1]};
-  const ChildSetup setup{::getpid(), devnull.fd, request.stdout_fd, request.stderr_fd,
-                         request.session_keeper_fd, &cpus};
+  const ChildSetup setup{
+      ::getpid(), devnull.fd, request.stdout_fd, request.stderr_fd, request.session_keeper_fd,
+      &cpus};
   const pid_t pid = ::fork();
   if (pid < 0) return {-1, 126, ErrnoMessage("cannot start '" + program + "': fork", errno)};
   if (pid == 0) {

@@ -23,9 +23,9 @@ struct SpawnRequest {
 };
 
 struct SpawnResult {
-  pid_t pid = -1;      // > 0 on success
-  int exit_code = 0;   // 127 (not found), 126 (not executable, or its CPUs refused) when pid < 0
-  std::string error;   // one line naming the program and the reason, when pid < 0
+  pid_t pid = -1;     // > 0 on success
+  int exit_code = 0;  // 127 (not found), 126 (not executable, or its CPUs refused) when pid < 0
+  std::string error;  // one line naming the program and the reason, when pid < 0
 };
 
 SpawnResult SpawnWorker(const SpawnRequest& request);

@@ -47,8 +47,7 @@ struct WorkerWatchdog::Fifo {
 };
 
 WorkerWatchdog::WorkerWatchdog(asio::io_context& io, const elastic::AttemptLaunch& attempt,
-                               HangCallback on_hang, LearnedCallback on_learned,
-                               Clock& clock)
+                               HangCallback on_hang, LearnedCallback on_learned, Clock& clock)
     : io_(io),
       clock_(clock),
       on_hang_(std::move(on_hang)),
@@ -65,7 +64,8 @@ WorkerWatchdog::WorkerWatchdog(asio::io_context& io, const elastic::AttemptLaunc
   }
   if (!attempt.timer_file.empty()) {
     timer_on_ = true;
-    OpenFifo(attempt.timer_file, [this](std::string_view line) { OnTimerLine(line); }, nullptr);
+    OpenFifo(
+        attempt.timer_file, [this](std::string_view line) { OnTimerLine(line); }, nullptr);
   }
 }
 
@@ -151,8 +151,10 @@ void WorkerWatchdog::OnTimerLine(std::string_view line) {
   const auto request = elastic::ParseTimerRequest(line, &error);
   if (!request) {
     if (!bad_line_logged_) {
-      spdlog::warn("ignoring a file timer request: {} (further bad requests are ignored "
-                   "silently)", error);
+      spdlog::warn(
+          "ignoring a file timer request: {} (further bad requests are ignored "
+          "silently)",
+          error);
       bad_line_logged_ = true;
     }
     return;

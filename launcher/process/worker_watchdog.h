@@ -11,10 +11,10 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <utility>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/asio.h"
@@ -35,9 +35,8 @@ class WorkerWatchdog {
   // Creates the FIFOs the attempt names (throws SystemError naming the path and the fix).
   // Nothing is watched until Arm(). `on_learned` hears of each learned or raised timeout
   // (--hang-timeout=auto), posted to the loop.
-  WorkerWatchdog(asio::io_context& io, const elastic::AttemptLaunch& attempt,
-                 HangCallback on_hang, LearnedCallback on_learned = nullptr,
-                 Clock& clock = RealClock());
+  WorkerWatchdog(asio::io_context& io, const elastic::AttemptLaunch& attempt, HangCallback on_hang,
+                 LearnedCallback on_learned = nullptr, Clock& clock = RealClock());
   // Closes and removes the FIFOs.
   ~WorkerWatchdog();
   WorkerWatchdog(const WorkerWatchdog&) = delete;

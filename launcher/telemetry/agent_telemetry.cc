@@ -64,8 +64,9 @@ struct AgentTelemetry::Series {
         restarts_membership(restarts.Add({{"cause", "membership"}})),
         node_losses(Add(BuildCounter(), r, "ddprun_node_losses_total",
                         "Peer nodes this agent declared lost")),
-        worker_failures(Add(BuildCounter(), r, "ddprun_worker_failures_total",
-                            "Local workers that exited with a failure while the group was healthy")),
+        worker_failures(
+            Add(BuildCounter(), r, "ddprun_worker_failures_total",
+                "Local workers that exited with a failure while the group was healthy")),
         hangs(Add(BuildCounter(), r, "ddprun_hangs_total",
                   "Hangs this agent found (--hang_timeout, file timer)")),
         hang_timeout(Add(BuildGauge(), r, "ddprun_hang_timeout_seconds",
@@ -77,8 +78,9 @@ struct AgentTelemetry::Series {
                        "Workers in the current round, every node (0: none yet)")),
         budget(Add(BuildGauge(), r, "ddprun_restart_budget_remaining",
                    "--max_restarts minus the job's restart count")),
-        last_progress(Add(BuildGauge(), r, "ddprun_last_progress_timestamp_seconds",
-                          "Epoch seconds of the last worker progress: start, exit, output, pulse (0: none yet)")),
+        last_progress(Add(
+            BuildGauge(), r, "ddprun_last_progress_timestamp_seconds",
+            "Epoch seconds of the last worker progress: start, exit, output, pulse (0: none yet)")),
         healthy(Add(BuildGauge(), r, "ddprun_healthy", "1 while /healthz answers 200, else 0")),
         uptime(Add(BuildGauge(), r, "ddprun_uptime_seconds", "Seconds since the agent started")),
         store_connections(Add(BuildGauge(), r, "ddprun_store_connections",
@@ -138,7 +140,8 @@ void AgentTelemetry::Apply(const std::string& event, const nlohmann::json& field
     state_.group_world_size = IntField(fields, "group_world_size");
   } else if (event == "workers_started") {
     state_.state = "healthy";
-    state_.workers_running = static_cast<int>(fields.value("ranks", nlohmann::json::array()).size());
+    state_.workers_running =
+        static_cast<int>(fields.value("ranks", nlohmann::json::array()).size());
     state_.last_progress = clock_.Now();
     if (fields.contains("hang_startup_timeout_s")) {
       state_.hang_timeout_s = DoubleField(fields, "hang_timeout_s");
@@ -160,7 +163,7 @@ void AgentTelemetry::Apply(const std::string& event, const nlohmann::json& field
   } else if (event == "restart") {
     state_.state = "restarting";
     (fields.value("cause", "") == "membership" ? series_->restarts_membership
-                                                : series_->restarts_failure)
+                                               : series_->restarts_failure)
         .Increment();
   } else if (event == "signal") {
     state_.state = "stopping";

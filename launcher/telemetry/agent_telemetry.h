@@ -4,8 +4,8 @@
 // Single-threaded: Record and the readers run on the agent's event loop. prometheus-cpp is
 // confined to this folder (docs/architecture.md).
 #pragma once
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,7 +39,7 @@ struct HealthState {
   int workers_running = 0;
   // The last worker event (started, exited); the ActivityReader adds output and pulses.
   std::optional<Clock::TimePoint> last_progress;
-  std::string reason;                             // why unhealthy; "" when healthy
+  std::string reason;  // why unhealthy; "" when healthy
   // Hang detection: the timeout between signs of progress now in force (none: off, or still
   // being learned), whether it is learned (--hang-timeout=auto), the start-up timeout.
   std::optional<double> hang_timeout_s;

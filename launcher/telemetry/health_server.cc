@@ -2,7 +2,6 @@
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
 #include <list>
 
 #include "common/errors.h"
@@ -30,11 +29,12 @@ class HealthServer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void Accept() {
-    acceptor_.async_accept([self = shared_from_this()](beast::error_code error, tcp::socket socket) {
-      if (error == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
-      if (!error) self->Serve(std::move(socket));
-      self->Accept();
-    });
+    acceptor_.async_accept(
+        [self = shared_from_this()](beast::error_code error, tcp::socket socket) {
+          if (error == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
+          if (!error) self->Serve(std::move(socket));
+          self->Accept();
+        });
   }
 
   void Stop();
@@ -84,10 +84,9 @@ class HealthServer::Impl::Session : public std::enable_shared_from_this<Session>
  private:
   void Respond() {
     const auto& request = parser_->get();
-    const HttpAnswer answer =
-        Answer(std::string_view(request.method_string().data(), request.method_string().size()),
-               std::string_view(request.target().data(), request.target().size()),
-               server_->telemetry_);
+    const HttpAnswer answer = Answer(
+        std::string_view(request.method_string().data(), request.method_string().size()),
+        std::string_view(request.target().data(), request.target().size()), server_->telemetry_);
     auto response = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(answer.status), request.version());
     response->set(http::field::server, "ddprun");
@@ -139,7 +138,8 @@ HealthServer::HealthServer(asio::io_context& io, const std::string& host, int po
   beast::error_code error;
   const auto address = asio::ip::make_address(host, error);
   if (error) {
-    throw UsageError("--health_addr=" + host + ": not an IP address; give one of this host's "
+    throw UsageError("--health_addr=" + host +
+                     ": not an IP address; give one of this host's "
                      "addresses (127.0.0.1, the default, serves this host only; 0.0.0.0 every "
                      "interface)");
   }

@@ -15,8 +15,8 @@
 namespace ddprun::launcher::telemetry {
 
 struct HealthServerLimits {
-  std::size_t max_request_bytes = 8192;           // header and body together, about
-  std::chrono::milliseconds read_timeout{5000};   // to read one request, from its first byte on
+  std::size_t max_request_bytes = 8192;          // header and body together, about
+  std::chrono::milliseconds read_timeout{5000};  // to read one request, from its first byte on
   int max_connections = 16;
 };
 

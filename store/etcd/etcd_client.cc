@@ -1,9 +1,5 @@
 #include "store/etcd/etcd_client.h"
 
-#include <boost/asio/ssl.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -11,6 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -60,7 +60,8 @@ void ConnectTo(asio::io_context& io, const std::atomic<bool>& interrupted,
                beast::tcp_stream& stream, const HostPort& at, std::chrono::milliseconds timeout) {
   tcp::resolver resolver(io);
   boost::system::error_code error;
-  const auto addresses = resolver.resolve(at.host, std::to_string(at.port.value_or(kDefaultEtcdPort)), error);
+  const auto addresses =
+      resolver.resolve(at.host, std::to_string(at.port.value_or(kDefaultEtcdPort)), error);
   if (error) throw MemberError("cannot resolve " + at.host + ": " + error.message());
   stream.expires_after(timeout);
   const auto done =

@@ -16,12 +16,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/cancellable_pause.h"
 #include "common/host_port.h"
@@ -42,9 +41,9 @@ struct EtcdTls {
 };
 
 struct EtcdClientOptions {
-  std::vector<HostPort> endpoints;               // every member, host:port of its client URL
-  std::chrono::milliseconds timeout{5'000};      // one request on one member (see LinkPace)
-  std::optional<EtcdTls> tls{};                  // none: plain http
+  std::vector<HostPort> endpoints;           // every member, host:port of its client URL
+  std::chrono::milliseconds timeout{5'000};  // one request on one member (see LinkPace)
+  std::optional<EtcdTls> tls{};              // none: plain http
   // When no member answered (a leader election after the leader's loss, a member restarting),
   // the members are tried again, kPatiencePause apart, for this long before EtcdUnavailable
   // (0: once).
@@ -86,8 +85,8 @@ class EtcdMemberError : public std::runtime_error {
 class EtcdRoundTrip {
  public:
   virtual ~EtcdRoundTrip() = default;
-  virtual nlohmann::json Post(std::size_t member, const std::string& path,
-                              const std::string& body, std::chrono::milliseconds timeout) = 0;
+  virtual nlohmann::json Post(std::size_t member, const std::string& path, const std::string& body,
+                              std::chrono::milliseconds timeout) = 0;
   virtual void Interrupt() = 0;
 };
 

@@ -30,9 +30,8 @@ std::vector<KeyValue> UpTo(const std::string& mine, std::vector<KeyValue> deltas
                                 [&mine](const KeyValue& delta) { return delta.key == mine; });
   if (own == deltas.end()) return deltas;
   const std::int64_t committed = own->create_revision;
-  std::erase_if(deltas, [committed](const KeyValue& delta) {
-    return delta.create_revision > committed;
-  });
+  std::erase_if(deltas,
+                [committed](const KeyValue& delta) { return delta.create_revision > committed; });
   return deltas;
 }
 
@@ -89,15 +88,15 @@ std::string EtcdStore::NextDeltaKey(const std::string& key) {
 
 // One read-only transaction: the key and its deltas at one revision.
 std::optional<KeyValue> EtcdStore::Read(const std::string& key, std::int64_t& revision) {
-  TxnReply txn = ParseTxn(
-      Call("/v3/kv/txn", Always(nlohmann::json::array({RangeOp(Full(key)), DeltasOp(key, false)}))));
+  TxnReply txn = ParseTxn(Call(
+      "/v3/kv/txn", Always(nlohmann::json::array({RangeOp(Full(key)), DeltasOp(key, false)}))));
   revision = txn.header.revision;
   return Combine(key, std::move(txn.ranges.at(0)), txn.ranges.at(1));
 }
 
 void EtcdStore::Set(const std::string& key, const Bytes& value) {
-  ParseTxn(Call("/v3/kv/txn",
-                Always(nlohmann::json::array({DeltasOp(key, true), PutOp(Full(key), Text(value))}))));
+  ParseTxn(Call("/v3/kv/txn", Always(nlohmann::json::array(
+                                  {DeltasOp(key, true), PutOp(Full(key), Text(value))}))));
 }
 
 Bytes EtcdStore::Get(const std::string& key) {
@@ -130,8 +129,8 @@ std::int64_t EtcdStore::Add(const std::string& key, std::int64_t delta) {
     if (mine) branch->push_back(PutOp(*mine, std::to_string(delta)));
     branch->push_back(DeltasOp(key, false));
   }
-  TxnReply txn = ParseTxn(Call(
-      "/v3/kv/txn", TxnBody(json::array({CreatedAtCompare(full, 0)}), created, existing)));
+  TxnReply txn = ParseTxn(
+      Call("/v3/kv/txn", TxnBody(json::array({CreatedAtCompare(full, 0)}), created, existing)));
   std::vector<KeyValue> own =
       txn.succeeded ? std::vector<KeyValue>{KeyValue{full, "0"}} : std::move(txn.ranges.at(0));
   try {
@@ -224,8 +223,8 @@ bool EtcdStore::DeleteKey(const std::string& key) {
 }
 
 std::int64_t EtcdStore::NumKeys() {
-  return ParseRange(Call("/v3/kv/range",
-                         RangeBody(options_.prefix, PrefixEnd(options_.prefix), true)))
+  return ParseRange(
+             Call("/v3/kv/range", RangeBody(options_.prefix, PrefixEnd(options_.prefix), true)))
       .count;
 }
 

@@ -6,8 +6,8 @@
 // that ADD one counter at once cost N transactions; a counter is its key's value (0 when ADD
 // created it, or what SET wrote) plus its deltas. SET and a successful COMPARE_SET drop the
 // deltas; COMPARE_SET is a transaction on the key's mod_revision, retried from the value the
-// failed transaction read back; GET and WAIT wait with an etcd watch from the revision they last read
-// (no polling); CHECK and NUM_KEYS are ranges. A cluster that no member answers for is a
+// failed transaction read back; GET and WAIT wait with an etcd watch from the revision they last
+// read (no polling); CHECK and NUM_KEYS are ranges. A cluster that no member answers for is a
 // StoreConnectionError (EtcdUnavailable), as a lost TCP store is. Interrupt() ends every call at
 // once, a blocked wait included. Safe to share between threads.
 #pragma once
@@ -58,8 +58,7 @@ class EtcdStore : public Store {
   std::string NextDeltaKey(const std::string& key);
   // Blocks until `key`, found absent at `revision`, is put (watched from the next revision).
   void AwaitKey(const std::string& key, std::int64_t revision,
-                std::chrono::steady_clock::time_point deadline,
-                const std::string& timeout_message);
+                std::chrono::steady_clock::time_point deadline, const std::string& timeout_message);
   nlohmann::json Call(const std::string& path, const nlohmann::json& body);
   void ThrowIfInterrupted() const;
 

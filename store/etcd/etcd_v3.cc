@@ -1,7 +1,6 @@
 #include "store/etcd/etcd_v3.h"
 
 #include <boost/beast/core/detail/base64.hpp>
-
 #include <charconv>
 #include <type_traits>
 
@@ -21,8 +20,8 @@ void ThrowIfError(const json& reply) {
   const auto error = reply.find("error");
   if (error == reply.end()) return;
   const json& body = error->is_object() ? *error : reply;
-  const std::string message = body.value("message", error->is_string() ? error->get<std::string>()
-                                                                       : std::string("error"));
+  const std::string message =
+      body.value("message", error->is_string() ? error->get<std::string>() : std::string("error"));
   const auto code = body.find("code");
   throw EtcdError(code != body.end() && code->is_number_integer() ? code->get<int>() : -1, message);
 }
@@ -33,7 +32,8 @@ template <typename Integer>
 Integer IntegerField(const json& object, const char* name, const char* type) {
   const auto it = object.find(name);
   if (it == object.end() || it->is_null()) return 0;
-  const bool number = std::is_signed_v<Integer> ? it->is_number_integer() : it->is_number_unsigned();
+  const bool number =
+      std::is_signed_v<Integer> ? it->is_number_integer() : it->is_number_unsigned();
   if (number) return it->get<Integer>();
   if (!it->is_string()) Unexpected(std::string(name) + " is neither a number nor a string");
   const std::string& text = it->get_ref<const std::string&>();
@@ -83,8 +83,8 @@ Header ReadHeader(const json& reply) {
 
 KeyValue ReadKeyValue(const json& kv) {
   if (!kv.is_object()) Unexpected("a key-value that is not an object");
-  return {Bytes64(kv, "key"),           Bytes64(kv, "value"), Int64(kv, "create_revision"),
-          Int64(kv, "mod_revision"),    Int64(kv, "version"), Int64(kv, "lease")};
+  return {Bytes64(kv, "key"),        Bytes64(kv, "value"), Int64(kv, "create_revision"),
+          Int64(kv, "mod_revision"), Int64(kv, "version"), Int64(kv, "lease")};
 }
 
 std::vector<KeyValue> ReadKvs(const json& reply) {
@@ -170,12 +170,16 @@ json DeleteOp(std::string_view key, std::string_view range_end) {
 }
 
 json CreatedAtCompare(std::string_view key, std::int64_t revision) {
-  return json{{"key", Base64(key)}, {"result", "EQUAL"}, {"target", "CREATE"},
+  return json{{"key", Base64(key)},
+              {"result", "EQUAL"},
+              {"target", "CREATE"},
               {"create_revision", Text(revision)}};
 }
 
 json ModifiedAtCompare(std::string_view key, std::int64_t revision) {
-  return json{{"key", Base64(key)}, {"result", "EQUAL"}, {"target", "MOD"},
+  return json{{"key", Base64(key)},
+              {"result", "EQUAL"},
+              {"target", "MOD"},
               {"mod_revision", Text(revision)}};
 }
 

@@ -7,14 +7,12 @@
 // ({"error", "code", "message"}) throws EtcdError with etcd's message.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-
 
 namespace ddprun::store::etcd {
 

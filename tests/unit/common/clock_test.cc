@@ -1,8 +1,8 @@
 // The clock seam: the real clock's cancellable pause, and the fake clock the policy tests use.
 #include "common/clock.h"
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <future>
 #include <thread>
 

@@ -60,8 +60,8 @@ class FakeClock : public Clock {
       waiting_.insert(&cancellation);
     }
     read_.notify_all();
-    const bool cancelled = cancellation.WaitUntil(
-        kLongestDrivenPause, [&] { return elapsed_ns_.load() >= end; });
+    const bool cancelled =
+        cancellation.WaitUntil(kLongestDrivenPause, [&] { return elapsed_ns_.load() >= end; });
     std::lock_guard lock(mutex_);
     waiting_.erase(&cancellation);
     return !cancelled;

@@ -1,9 +1,10 @@
 // The CLI11 --help reader and the bash/zsh/fish writers (their behaviour in real shells is
 // tests/integration/test_docs_drift.py's).
+#include "completion/completion.h"
+
 #include <catch2/catch.hpp>
 
 #include "completion/cli11_help.h"
-#include "completion/completion.h"
 
 namespace {
 
@@ -64,11 +65,15 @@ Command Launcher() {
   command.name = "launch-it";
   command.positionals = Positionals::kScript;
   command.abbreviations = true;
-  command.options.push_back({"nproc_per_node", {"--nproc_per_node", "--nproc-per-node"}, "N",
-                             ValueKind::kChoice, {"auto", "cpu"}, "workers [per] node: it's"});
+  command.options.push_back({"nproc_per_node",
+                             {"--nproc_per_node", "--nproc-per-node"},
+                             "N",
+                             ValueKind::kChoice,
+                             {"auto", "cpu"},
+                             "workers [per] node: it's"});
   command.options.push_back({"module", {"-m", "--module"}, "", ValueKind::kNone, {}, "a module"});
-  command.options.push_back({"log_dir", {"--log_dir", "--log-dir"}, "DIR", ValueKind::kDirectory,
-                             {}, "logs"});
+  command.options.push_back(
+      {"log_dir", {"--log_dir", "--log-dir"}, "DIR", ValueKind::kDirectory, {}, "logs"});
   return command;
 }
 
@@ -97,7 +102,7 @@ TEST_CASE("CLI11 help: options, values, choices, wrapped help", "[completion]") 
   CHECK_FALSE(Find(serve, "legacy").TakesValue());
   const Command& get = command.subcommands[1];
   CHECK(Find(get, "timeout").names == std::vector<std::string>{"-t", "--timeout"});
-  CHECK(get.options.size() == 2);  // the positional is not an option
+  CHECK(get.options.size() == 2);              // the positional is not an option
   CHECK(AllOptionNames(command).size() == 9);  // -h and --help once
 }
 
@@ -112,7 +117,8 @@ TEST_CASE("shells: names, parsing", "[completion]") {
 TEST_CASE("bash script: every spelling, values, prefixes", "[completion]") {
   const std::string script = WriteScript(Shell::kBash, Launcher(), "gen");
   CHECK_THAT(script, Catch::Contains("complete -F _launch_it launch-it"));
-  CHECK_THAT(script, Catch::Contains("' --nproc_per_node'|' --nproc-per-node') echo 'nproc_per_node'"));
+  CHECK_THAT(script,
+             Catch::Contains("' --nproc_per_node'|' --nproc-per-node') echo 'nproc_per_node'"));
   CHECK_THAT(script, Catch::Contains("' -m'|' --module') echo -"));
   CHECK_THAT(script, Catch::Contains("__launch_it_words 'auto cpu'"));
   CHECK_THAT(script, Catch::Contains("' log_dir') __launch_it_dirs"));
@@ -122,9 +128,10 @@ TEST_CASE("bash script: every spelling, values, prefixes", "[completion]") {
 TEST_CASE("zsh script: specs with exclusions and escapes", "[completion]") {
   const std::string script = WriteScript(Shell::kZsh, Launcher(), "gen");
   CHECK_THAT(script, Catch::StartsWith("#compdef launch-it\n"));
-  CHECK_THAT(script, Catch::Contains(
-      "'(--nproc_per_node --nproc-per-node)'{--nproc_per_node=,--nproc-per-node=}"
-      "'[workers \\[per\\] node: it'\\''s]:N:(auto cpu)'"));
+  CHECK_THAT(
+      script,
+      Catch::Contains("'(--nproc_per_node --nproc-per-node)'{--nproc_per_node=,--nproc-per-node=}"
+                      "'[workers \\[per\\] node: it'\\''s]:N:(auto cpu)'"));
   CHECK_THAT(script, Catch::Contains("'(-m --module)'{-m,--module}'[a module]'"));
   CHECK_THAT(script, Catch::Contains(":DIR:_files -/'"));
   CHECK_THAT(script, Catch::Contains("-A '-*'"));
@@ -133,13 +140,14 @@ TEST_CASE("zsh script: specs with exclusions and escapes", "[completion]") {
 
 TEST_CASE("fish script: one line per option, stops at the script", "[completion]") {
   const std::string script = WriteScript(Shell::kFish, Launcher(), "gen");
-  CHECK_THAT(script, Catch::Contains(
-      "complete -c launch-it -n 'not __fish_launch_it_script_seen' -l nproc_per_node "
-      "-l nproc-per-node -x -a 'auto cpu' -d 'workers [per] node: it\\'s'"));
+  CHECK_THAT(script,
+             Catch::Contains(
+                 "complete -c launch-it -n 'not __fish_launch_it_script_seen' -l nproc_per_node "
+                 "-l nproc-per-node -x -a 'auto cpu' -d 'workers [per] node: it\\'s'"));
   CHECK_THAT(script, Catch::Contains("-s m -l module -d 'a module'"));
   CHECK_THAT(script, Catch::Contains("-x -a '(__fish_complete_directories)'"));
   const std::string tool = WriteScript(Shell::kFish, ParseTool(), "gen");
   CHECK_THAT(tool, Catch::Contains("complete -c tool -n __fish_use_subcommand -a 'serve'"));
-  CHECK_THAT(tool, Catch::Contains(
-      "complete -c tool -n '__fish_seen_subcommand_from serve' -l backend -x -a 'auto cpu nccl'"));
+  CHECK_THAT(tool, Catch::Contains("complete -c tool -n '__fish_seen_subcommand_from serve' -l "
+                                   "backend -x -a 'auto cpu nccl'"));
 }

@@ -124,8 +124,8 @@ TEST_CASE("elastic: ranks, world size and restart count come from the round",
   CHECK(h.processes.Env(1, "MASTER_ADDR") == "node1host");
   CHECK(h.processes.Env(1, "MASTER_PORT") == "40000");
   CHECK(h.monitor.watching);
-  CHECK(h.sink.names == std::vector<std::string>{"rendezvous_started", "round_formed",
-                                                 "workers_started"});
+  CHECK(h.sink.names ==
+        std::vector<std::string>{"rendezvous_started", "round_formed", "workers_started"});
   CHECK(h.sink.all[1]["world_size"] == 6);
   CHECK(h.sink.all[1]["round"] == 0);
 }

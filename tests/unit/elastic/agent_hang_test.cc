@@ -110,7 +110,8 @@ TEST_CASE("a hang asks for stacks first, then fails the group naming the stuck r
           "[elastic][agent][hang]") {
   Harness h(0);
   h.processes.Hang(h.Silence(0));  // rank 0 went silent first, but rank 1 is the odd one
-  CHECK(h.processes.dump_windows == std::vector<std::chrono::milliseconds>{std::chrono::milliseconds{3000}});
+  CHECK(h.processes.dump_windows ==
+        std::vector<std::chrono::milliseconds>{std::chrono::milliseconds{3000}});
   CHECK(h.processes.stop_signals.empty());  // nothing is stopped before the stacks are in
   h.DumpBoth();
   REQUIRE(h.processes.stop_signals == std::vector<int>{SIGTERM});
@@ -187,8 +188,9 @@ TEST_CASE("a worker that will not die ends the node instead of a restart",
           "[elastic][agent][hang]") {
   Harness h(3);
   h.processes.Exit(0, ExitStatus::Exited(1));
-  h.processes.Unkillable("worker pid 101 (local rank 1) is still alive 10 s after SIGKILL, in "
-                         "state D (uninterruptible sleep)");
+  h.processes.Unkillable(
+      "worker pid 101 (local rank 1) is still alive 10 s after SIGKILL, in "
+      "state D (uninterruptible sleep)");
   h.processes.CompleteStop();
   REQUIRE(h.result);
   CHECK(h.processes.attempts.size() == 1);  // restarts were left, none was started

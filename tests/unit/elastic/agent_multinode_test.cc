@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "elastic/agent.h"
+#include "store/in_memory_store.h"
 #include "tests/unit/elastic/fake_monitor.h"
 #include "tests/unit/elastic/fake_process_context.h"
-#include "store/in_memory_store.h"
 
 using namespace ddprun;
 using namespace ddprun::elastic;
@@ -54,13 +54,15 @@ WorkerSpec Spec(int max_restarts) {
 
 struct Harness {
   explicit Harness(int max_restarts = 0) {
-    rendezvous.store.SetString("torchelastic/role_info/0",
-                               R"({"role":"default","rank":0,"local_world_size":3,"host":"node0host"})");
+    rendezvous.store.SetString(
+        "torchelastic/role_info/0",
+        R"({"role":"default","rank":0,"local_world_size":3,"host":"node0host"})");
     AgentOptions options;
     options.shutdown_timeout = std::chrono::milliseconds{500};
     options.exit_barrier_timeout = std::chrono::milliseconds{2000};
     options.failure_barrier_timeout = std::chrono::milliseconds{2000};
-    agent.emplace(Spec(max_restarts), options, rendezvous, processes, AgentLinks{nullptr, &monitor});
+    agent.emplace(Spec(max_restarts), options, rendezvous, processes,
+                  AgentLinks{nullptr, &monitor});
     agent->Run([this](const AgentResult& done) {
       REQUIRE_FALSE(result.has_value());
       result = done;
@@ -92,7 +94,8 @@ NodeFailure RemoteFailure() {
 
 }  // namespace
 
-TEST_CASE("multi-node: ranks come from every node's role info in the round", "[elastic][agent][multinode]") {
+TEST_CASE("multi-node: ranks come from every node's role info in the round",
+          "[elastic][agent][multinode]") {
   Harness h;
   REQUIRE(h.processes.attempts.size() == 1);
   CHECK(h.processes.Env(0, "RANK") == "3");
@@ -109,7 +112,8 @@ TEST_CASE("multi-node: ranks come from every node's role info in the round", "[e
   CHECK(h.monitor.watching);
 }
 
-TEST_CASE("multi-node: a local failure is published to the other node's inbox", "[elastic][agent][multinode]") {
+TEST_CASE("multi-node: a local failure is published to the other node's inbox",
+          "[elastic][agent][multinode]") {
   Harness h;
   h.PeerAtBarrier("ddprun/failure_barrier");
   h.processes.Exit(1, ExitStatus::Exited(3));
@@ -128,7 +132,8 @@ TEST_CASE("multi-node: a local failure is published to the other node's inbox", 
   CHECK(h.result->note.empty());
 }
 
-TEST_CASE("multi-node: a remote failure stops the local workers and becomes the root cause", "[elastic][agent][multinode]") {
+TEST_CASE("multi-node: a remote failure stops the local workers and becomes the root cause",
+          "[elastic][agent][multinode]") {
   Harness h;
   h.PeerAtBarrier("ddprun/failure_barrier");
   h.monitor.events.on_remote_failure(RemoteFailure());
@@ -146,7 +151,8 @@ TEST_CASE("multi-node: a remote failure stops the local workers and becomes the 
   CHECK(h.result->note.find("node 0 (host node0host)") != std::string::npos);
 }
 
-TEST_CASE("multi-node: a peer's hang asks this node's workers for their stacks before the stop", "[elastic][agent][multinode][hang]") {
+TEST_CASE("multi-node: a peer's hang asks this node's workers for their stacks before the stop",
+          "[elastic][agent][multinode][hang]") {
   Harness h;
   h.PeerAtBarrier("ddprun/failure_barrier");
   NodeFailure record = RemoteFailure();
@@ -166,7 +172,8 @@ TEST_CASE("multi-node: a peer's hang asks this node's workers for their stacks b
   CHECK(h.result->root_cause_node == 0);
 }
 
-TEST_CASE("multi-node: with restarts left every node restarts together in the next round", "[elastic][agent][multinode]") {
+TEST_CASE("multi-node: with restarts left every node restarts together in the next round",
+          "[elastic][agent][multinode]") {
   Harness h(1);
   h.monitor.events.on_remote_failure(RemoteFailure());
   h.processes.CompleteStop();
@@ -178,7 +185,8 @@ TEST_CASE("multi-node: with restarts left every node restarts together in the ne
   CHECK(h.monitor.watching);
 }
 
-TEST_CASE("multi-node: a lost node stops the workers and fails with exit code 1", "[elastic][agent][multinode]") {
+TEST_CASE("multi-node: a lost node stops the workers and fails with exit code 1",
+          "[elastic][agent][multinode]") {
   Harness h(3);  // restarts cannot bring a lost node back
   h.monitor.events.on_node_lost(0, "no heartbeat for 3 s");
   REQUIRE(h.processes.stop_signals == std::vector<int>{SIGTERM});
@@ -190,7 +198,8 @@ TEST_CASE("multi-node: a lost node stops the workers and fails with exit code 1"
   CHECK(h.result->note.find("node 0 (host node0host) was lost: no heartbeat") != std::string::npos);
 }
 
-TEST_CASE("multi-node: success waits in the exit barrier for the other node", "[elastic][agent][multinode]") {
+TEST_CASE("multi-node: success waits in the exit barrier for the other node",
+          "[elastic][agent][multinode]") {
   Harness h;
   h.PeerAtBarrier("ddprun/exit_barrier");
   h.processes.Exit(0, ExitStatus::Exited(0));
@@ -202,7 +211,8 @@ TEST_CASE("multi-node: success waits in the exit barrier for the other node", "[
   CHECK_FALSE(h.monitor.watching);
 }
 
-TEST_CASE("multi-node: a signal tells the other node and counts this node out of the barrier", "[elastic][agent][multinode]") {
+TEST_CASE("multi-node: a signal tells the other node and counts this node out of the barrier",
+          "[elastic][agent][multinode]") {
   Harness h;
   h.agent->HandleSignal(SIGTERM);
   const NodeFailure record = DecodeNodeFailure(h.rendezvous.store.GetString(InboxKey(0)));
@@ -255,7 +265,8 @@ TEST_CASE("multi-node: a peer's count of hangs before progress stops this node w
   CHECK(h.result->note.find("the root cause is on node 0") != std::string::npos);
 }
 
-TEST_CASE("multi-node: a node lost after the exit barrier completed is no failure", "[elastic][agent][multinode]") {
+TEST_CASE("multi-node: a node lost after the exit barrier completed is no failure",
+          "[elastic][agent][multinode]") {
   Harness h;
   h.PeerAtBarrier("ddprun/exit_barrier");
   h.processes.Exit(0, ExitStatus::Exited(0));
@@ -266,7 +277,8 @@ TEST_CASE("multi-node: a node lost after the exit barrier completed is no failur
   CHECK(h.result->state == AgentResult::State::kSucceeded);
 }
 
-TEST_CASE("multi-node: a node lost before the exit barrier completed fails it", "[elastic][agent][multinode]") {
+TEST_CASE("multi-node: a node lost before the exit barrier completed fails it",
+          "[elastic][agent][multinode]") {
   Harness h;  // node 0 never arrives at the barrier
   h.processes.Exit(0, ExitStatus::Exited(0));
   h.processes.Exit(1, ExitStatus::Exited(0));
@@ -404,8 +416,9 @@ TEST_CASE("multi-node: a signalled agent beats until the other node has its reco
   h.CheckStopped();
 }
 
-TEST_CASE("multi-node: a signalled agent whose record is out first finishes when its workers are gone",
-          "[elastic][agent][multinode]") {
+TEST_CASE(
+    "multi-node: a signalled agent whose record is out first finishes when its workers are gone",
+    "[elastic][agent][multinode]") {
   QueuedHarness h;
   h.agent->HandleSignal(SIGTERM);
   h.RecordWritten();

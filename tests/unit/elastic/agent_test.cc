@@ -1,11 +1,12 @@
+#include "elastic/agent.h"
+
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <optional>
 
 #include "common/errors.h"
-#include "elastic/agent.h"
-#include "tests/unit/elastic/single_node_rendezvous.h"
 #include "tests/unit/elastic/fake_process_context.h"
+#include "tests/unit/elastic/single_node_rendezvous.h"
 
 using namespace ddprun;
 using namespace ddprun::elastic;
@@ -57,7 +58,8 @@ rendezvous::RendezvousInfo Master() {
 struct Harness {
   explicit Harness(int workers, int max_restarts = 0)
       : rendezvous("job", Master()),
-        agent(Spec(workers, max_restarts), {std::chrono::milliseconds{500}}, rendezvous, processes) {
+        agent(Spec(workers, max_restarts), {std::chrono::milliseconds{500}}, rendezvous,
+              processes) {
     agent.Run([this](const AgentResult& done) {
       REQUIRE_FALSE(result.has_value());
       result = done;
@@ -71,13 +73,15 @@ struct Harness {
 
 }  // namespace
 
-TEST_CASE("the agent starts one worker per local rank with the planned command", "[elastic][agent]") {
+TEST_CASE("the agent starts one worker per local rank with the planned command",
+          "[elastic][agent]") {
   Harness h(3);
   REQUIRE(h.processes.attempts.size() == 1);
   const auto& attempt = h.processes.attempts[0];
   CHECK(attempt.attempt_dir == "/logs/job_x/attempt_0");
   REQUIRE(attempt.workers.size() == 3);
-  CHECK(attempt.workers[2].argv == std::vector<std::string>{"python3", "-u", "train.py", "--rank=2"});
+  CHECK(attempt.workers[2].argv ==
+        std::vector<std::string>{"python3", "-u", "train.py", "--rank=2"});
   CHECK(attempt.workers[2].env.at("RANK") == "2");
   CHECK(attempt.workers[2].env.at("WORLD_SIZE") == "3");
   CHECK(attempt.workers[2].env.at("MASTER_PORT") == "1234");
@@ -97,7 +101,8 @@ TEST_CASE("all workers exiting 0 is success after the group is cleaned up", "[el
   CHECK(h.result->ExitCode() == 0);
 }
 
-TEST_CASE("a failing worker stops the others and its code becomes the exit code", "[elastic][agent]") {
+TEST_CASE("a failing worker stops the others and its code becomes the exit code",
+          "[elastic][agent]") {
   Harness h(3);
   h.processes.Exit(1, ExitStatus::Exited(3));
   REQUIRE(h.processes.stop_signals == std::vector<int>{SIGTERM});
@@ -121,12 +126,14 @@ TEST_CASE("a worker killed by a signal gives 128+N", "[elastic][agent]") {
   CHECK(h.result->ExitCode() == 137);
 }
 
-TEST_CASE("failures restart the group up to max_restarts with a growing restart count", "[elastic][agent]") {
+TEST_CASE("failures restart the group up to max_restarts with a growing restart count",
+          "[elastic][agent]") {
   Harness h(2, 2);
   for (int attempt = 0; attempt < 3; ++attempt) {
     REQUIRE(h.processes.attempts.size() == static_cast<std::size_t>(attempt + 1));
     CHECK(h.processes.RestartCountOfLastAttempt() == attempt);
-    CHECK(h.processes.attempts.back().attempt_dir == "/logs/job_x/attempt_" + std::to_string(attempt));
+    CHECK(h.processes.attempts.back().attempt_dir ==
+          "/logs/job_x/attempt_" + std::to_string(attempt));
     CHECK(h.processes.attempts.back().workers[0].env.at("TORCHELASTIC_MAX_RESTARTS") == "2");
     h.processes.Exit(0, ExitStatus::Exited(7));
     h.processes.Exit(1, ExitStatus::Signaled(SIGTERM));

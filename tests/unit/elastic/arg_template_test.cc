@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "elastic/arg_template.h"
+
+#include <catch2/catch.hpp>
 
 using ddprun::elastic::SafeSubstitute;
 
@@ -22,8 +22,8 @@ TEST_CASE("local_rank macro follows Python's Template.safe_substitute", "[elasti
 }
 
 TEST_CASE("prefix templates substitute several macros", "[elastic][template]") {
-  CHECK(SafeSubstitute("[${role_name}${local_rank}]:", {{"role_name", "trainer"}, {"local_rank", "0"}}) ==
-        "[trainer0]:");
+  CHECK(SafeSubstitute("[${role_name}${local_rank}]:",
+                       {{"role_name", "trainer"}, {"local_rank", "0"}}) == "[trainer0]:");
   CHECK(SafeSubstitute("${hostname}:${rank}: ${pid}", {{"hostname", "h"}, {"rank", "7"}}) ==
         "h:7: ${pid}");
 }

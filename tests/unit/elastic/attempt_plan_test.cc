@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "elastic/attempt_plan.h"
+
+#include <catch2/catch.hpp>
 
 using namespace ddprun::elastic;
 
@@ -33,7 +33,8 @@ TEST_CASE("default routing inherits the console and writes no files", "[elastic]
   CHECK(worker.prefix == "[default1]:");
 }
 
-TEST_CASE("redirects send streams to files, tee also to the console with a prefix", "[elastic][logs]") {
+TEST_CASE("redirects send streams to files, tee also to the console with a prefix",
+          "[elastic][logs]") {
   auto spec = Spec();
   spec.redirects.all = StreamSelection::kStdout;
   spec.tee.per_rank = {{2, StreamSelection::kStderr}};

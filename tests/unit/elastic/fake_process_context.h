@@ -32,7 +32,8 @@ class FakeProcessContext : public ProcessContext {
   void Hang(const HangReport& report) { events_.on_hang(report); }
   void Unkillable(const std::string& line) { events_.on_unkillable(line); }
   void Learned(const LearnedHangTimeout& learned) { events_.on_hang_timeout_learned(learned); }
-  void Stop(int signal, std::chrono::milliseconds grace, std::function<void()> on_stopped) override {
+  void Stop(int signal, std::chrono::milliseconds grace,
+            std::function<void()> on_stopped) override {
     stop_signals.push_back(signal);
     last_grace = grace;
     on_stopped_ = std::move(on_stopped);

@@ -183,7 +183,7 @@ TEST_CASE("progress watch: auto learns factor x the longest interval after the w
   watch.Note(0, At(10'000));  // start-up: 10 s, not an interval
   watch.Note(1, At(10'000));
   watch.Note(0, At(10'400));
-  watch.Note(0, At(11'000));  // 600 ms: the longest
+  watch.Note(0, At(11'000));         // 600 ms: the longest
   CHECK_FALSE(watch.HangTimeout());  // rank 0: 2 intervals of 3
   // While learning, a rank past its first progress has the start-up timeout.
   CHECK(watch.NextDeadline() == At(70'000));

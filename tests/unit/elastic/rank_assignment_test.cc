@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "elastic/rank_assignment.h"
+
+#include <catch2/catch.hpp>
 
 using namespace ddprun::elastic;
 

@@ -1,7 +1,7 @@
+#include "elastic/session_sweep.h"
+
 #include <catch2/catch.hpp>
 #include <map>
-
-#include "elastic/session_sweep.h"
 
 using namespace ddprun::elastic;
 using std::chrono::milliseconds;
@@ -163,8 +163,8 @@ TEST_CASE("a child forked at the moment of a kill is caught by the next pass",
 
 TEST_CASE("a child that one snapshot missed is caught by the next", "[elastic][orphans]") {
   FakeTable table = Job();
-  table.views[1] = table.processes;              // 103 not forked yet
-  table.processes.push_back({103, 100, false});  // forked by 102 while snapshot 2 was taken,
+  table.views[1] = table.processes;                   // 103 not forked yet
+  table.processes.push_back({103, 100, false});       // forked by 102 while snapshot 2 was taken,
   table.views[2] = {{50, 50, false}, {7, 7, false}};  // by then without 100..102
   const SweepReport report = Guarding({100}).Sweep(table);
   CHECK(report.survivors.empty());

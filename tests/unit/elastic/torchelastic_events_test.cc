@@ -43,7 +43,9 @@ struct Told {
   }
 };
 
-json Inner(const json& line) { return json::parse(line["metadata"]["metadata"].get<std::string>()); }
+json Inner(const json& line) {
+  return json::parse(line["metadata"]["metadata"].get<std::string>());
+}
 
 }  // namespace
 
@@ -51,17 +53,16 @@ TEST_CASE("console events: a round, its workers' starts, their success, the agen
   Told told;
   told.StartRound();
   told.clock.Advance(std::chrono::seconds{3});
-  told.Record("worker_exited", {{"local_rank", 0}, {"rank", 2}, {"pid", 41}, {"exitcode", 0},
-                                {"expected", false}});
-  told.Record("worker_exited", {{"local_rank", 1}, {"rank", 3}, {"pid", 42}, {"exitcode", 0},
-                                {"expected", false}});
+  told.Record("worker_exited",
+              {{"local_rank", 0}, {"rank", 2}, {"pid", 41}, {"exitcode", 0}, {"expected", false}});
+  told.Record("worker_exited",
+              {{"local_rank", 1}, {"rank", 3}, {"pid", 42}, {"exitcode", 0}, {"expected", false}});
   told.Record("finished", {{"state", "succeeded"}, {"exit_code", 0}});
-  CHECK(told.Names() == std::vector<std::string>{
-                            "torchelastic.worker.status.RENDEZVOUS",
-                            "torchelastic.worker.status.START", "torchelastic.worker.status.START",
-                            "torchelastic.worker.status.SUCCEEDED",
-                            "torchelastic.worker.status.SUCCEEDED",
-                            "torchelastic.worker.status.SUCCEEDED"});
+  CHECK(told.Names() ==
+        std::vector<std::string>{
+            "torchelastic.worker.status.RENDEZVOUS", "torchelastic.worker.status.START",
+            "torchelastic.worker.status.START", "torchelastic.worker.status.SUCCEEDED",
+            "torchelastic.worker.status.SUCCEEDED", "torchelastic.worker.status.SUCCEEDED"});
   const json& rendezvous = told.lines.at(0);
   CHECK(rendezvous["source"] == "AGENT");
   CHECK(rendezvous["metadata"]["duration_ms"].get<double>() == Approx(250.0));
@@ -96,12 +97,16 @@ TEST_CASE("console events: a failed group names its failed, stopped and terminat
   told.Record("rendezvous_started", {});
   told.Record("round_formed", {{"group_world_size", 1}, {"world_size", 3}});
   told.Record("workers_started", {{"ranks", {0, 1, 2}}, {"pids", {41, 42, 43}}});
-  told.Record("worker_exited", {{"local_rank", 0}, {"rank", 0}, {"pid", 41}, {"exitcode", 0},
-                                {"expected", false}});
-  told.Record("worker_exited", {{"local_rank", 1}, {"rank", 1}, {"pid", 42}, {"exitcode", 3},
-                                {"expected", false}, {"error_file", R"({"message": "boom"})"}});
-  told.Record("worker_exited", {{"local_rank", 2}, {"rank", 2}, {"pid", 43}, {"exitcode", -15},
-                                {"expected", true}});
+  told.Record("worker_exited",
+              {{"local_rank", 0}, {"rank", 0}, {"pid", 41}, {"exitcode", 0}, {"expected", false}});
+  told.Record("worker_exited", {{"local_rank", 1},
+                                {"rank", 1},
+                                {"pid", 42},
+                                {"exitcode", 3},
+                                {"expected", false},
+                                {"error_file", R"({"message": "boom"})"}});
+  told.Record("worker_exited",
+              {{"local_rank", 2}, {"rank", 2}, {"pid", 43}, {"exitcode", -15}, {"expected", true}});
   told.Record("finished", {{"state", "failed"}, {"exit_code", 3}});
   REQUIRE(told.lines.size() == 8);
   const json& terminated = told.lines.at(4);  // exited 0 before the failure
@@ -124,8 +129,8 @@ TEST_CASE("console events: a failed group names its failed, stopped and terminat
 TEST_CASE("console events: a failure without an error file gets torch's placeholder") {
   Told told;
   told.StartRound();
-  told.Record("worker_exited", {{"local_rank", 0}, {"rank", 2}, {"pid", 41}, {"exitcode", 1},
-                                {"expected", false}});
+  told.Record("worker_exited",
+              {{"local_rank", 0}, {"rank", 2}, {"pid", 41}, {"exitcode", 1}, {"expected", false}});
   told.Record("finished", {{"state", "failed"}, {"exit_code", 1}});
   const json raw = json::parse(told.lines.at(3)["metadata"]["raw_error"].get<std::string>());
   CHECK(raw["message"] == "<NONE>");
@@ -145,8 +150,8 @@ TEST_CASE("console events: a run ended by a signal tells only the agent's failur
 TEST_CASE("console events: a restart tells a new round and new starts, the end only the last") {
   Told told;
   told.StartRound();
-  told.Record("worker_exited", {{"local_rank", 0}, {"rank", 2}, {"pid", 41}, {"exitcode", 1},
-                                {"expected", false}});
+  told.Record("worker_exited",
+              {{"local_rank", 0}, {"rank", 2}, {"pid", 41}, {"exitcode", 1}, {"expected", false}});
   told.Record("restart", {{"cause", "failure"}});
   told.Record("rendezvous_started", {});
   told.Record("round_formed", {{"group_world_size", 1}, {"world_size", 2}});

@@ -1,7 +1,8 @@
+#include "elastic/worker_env.h"
+
 #include <catch2/catch.hpp>
 
 #include "common/errors.h"
-#include "elastic/worker_env.h"
 
 using namespace ddprun::elastic;
 
@@ -48,7 +49,8 @@ TEST_CASE("worker environment carries torchrun's variables over the launcher's",
 }
 
 TEST_CASE("the parent's NCCL error handling value is kept", "[elastic][env]") {
-  const auto env = BuildWorkerEnv({{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, TwoNodeGroup(), 0, "");
+  const auto env =
+      BuildWorkerEnv({{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, TwoNodeGroup(), 0, "");
   CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "3");
   CHECK(env.at("TORCHELASTIC_ERROR_FILE").empty());
 }
@@ -60,10 +62,12 @@ TEST_CASE("virtual local rank narrows CUDA_VISIBLE_DEVICES to one GPU", "[elasti
   CHECK(env.at("LOCAL_RANK") == "0");
   CHECK(env.at("CUDA_VISIBLE_DEVICES") == "5");
   CHECK(BuildWorkerEnv({}, group, 1, "").at("CUDA_VISIBLE_DEVICES") == "1");
-  CHECK_THROWS_AS(BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "4"}}, group, 1, ""), ddprun::UsageError);
+  CHECK_THROWS_AS(BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "4"}}, group, 1, ""),
+                  ddprun::UsageError);
 }
 
-TEST_CASE("OMP_NUM_THREADS defaults to 1 only for several workers and when unset", "[elastic][env]") {
+TEST_CASE("OMP_NUM_THREADS defaults to 1 only for several workers and when unset",
+          "[elastic][env]") {
   Environment env;
   CHECK_FALSE(ApplyOmpDefault(env, 1));
   CHECK(env.count("OMP_NUM_THREADS") == 0);

@@ -103,7 +103,8 @@ TEST_CASE("plan: standalone keeps the store on loopback, MASTER_ADDR the FQDN on
 
 TEST_CASE("plan: static across nodes: node 0 serves, every agent is its client",
           "[launcher][plan]") {
-  const LaunchConfig node0 = Config({"--nnodes=2", "--master_addr=10.1.2.3", "--master_port=29511"});
+  const LaunchConfig node0 =
+      Config({"--nnodes=2", "--master_addr=10.1.2.3", "--master_port=29511"});
   CHECK_FALSE(NeedsFqdn(node0));  // a static job asks the machine nothing but its name
   CHECK_FALSE(NeedsInterfaces(node0));
   CHECK(NamesToResolve(node0, "").empty());
@@ -124,8 +125,8 @@ TEST_CASE("plan: static across nodes: node 0 serves, every agent is its client",
   CHECK(one.free_port_hint == "pass a free port in --rdzv_endpoint");
   CHECK(one.timeouts.linger == milliseconds{15'000});  // max(10 s, 3 × 5 s)
   // With a token the workers serve their own store, at a port node 0 picks at rendezvous.
-  const LaunchPlan token =
-      PlanLaunch(Config({"--nnodes=2"}, {{"DDPRUN_RDZV_TOKEN", "a-secret-of-32-bytes-for-tests.."}}), Node7());
+  const LaunchPlan token = PlanLaunch(
+      Config({"--nnodes=2"}, {{"DDPRUN_RDZV_TOKEN", "a-secret-of-32-bytes-for-tests.."}}), Node7());
   CHECK(token.auth != nullptr);
   CHECK(token.auth_source == "$DDPRUN_RDZV_TOKEN");
   CHECK_FALSE(token.first_round.use_agent_store);
@@ -163,14 +164,14 @@ TEST_CASE("plan: c10d serves the rendezvous store where the endpoint names this 
     CHECK_FALSE(plan.etcd);
   }
   // is_host decides without asking the machine; --local_addr is this machine's name too.
-  const LaunchConfig told = Config({"--nnodes=2", "--rdzv_backend=c10d",
-                                    "--rdzv_endpoint=node7:1", "--rdzv_conf=is_host=false"});
+  const LaunchConfig told = Config({"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=node7:1",
+                                    "--rdzv_conf=is_host=false"});
   CHECK(NamesToResolve(told, "x").empty());
   CHECK_FALSE(NeedsInterfaces(told));
   CHECK_FALSE(PlanLaunch(told, Node7()).serves_rendezvous_store);
-  const LaunchPlan local = PlanLaunch(Config({"--nnodes=2", "--rdzv_backend=c10d",
-                                              "--rdzv_endpoint=gpu7:1", "--local_addr=gpu7"}),
-                                      Node7());
+  const LaunchPlan local = PlanLaunch(
+      Config({"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=gpu7:1", "--local_addr=gpu7"}),
+      Node7());
   CHECK(local.serves_rendezvous_store);
   CHECK(local.node.advertised_addr == "gpu7");
   CHECK(NamesThisMachine("node7", Node7(), ""));
@@ -203,8 +204,7 @@ TEST_CASE("plan: etcd is every member at port 2379 by default, TLS when asked",
   CHECK_FALSE(NeedsInterfaces(plain));
   const LaunchPlan plan = PlanLaunch(plain, Node7());
   CHECK(plan.kind == LaunchKind::kElastic);
-  CHECK(plan.rendezvous_endpoints ==
-        std::vector<HostPort>{{"a", 2379}, {"b", 1}, {"::1", 2379}});
+  CHECK(plan.rendezvous_endpoints == std::vector<HostPort>{{"a", 2379}, {"b", 1}, {"::1", 2379}});
   CHECK_FALSE(plan.serves_rendezvous_store);
   REQUIRE(plan.etcd);
   CHECK(plan.etcd->client.endpoints == plan.rendezvous_endpoints);
@@ -214,11 +214,11 @@ TEST_CASE("plan: etcd is every member at port 2379 by default, TLS when asked",
   CHECK(plan.etcd->client.patience == milliseconds{15'000});  // the heartbeat timeout
   CHECK_FALSE(plan.etcd_v2_note);
   const TempFile pem;
-  const LaunchPlan tls = PlanLaunch(
-      Config({"--nnodes=2", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=e",
-              "--rdzv_conf=protocol=https,cacert=" + pem.path + ",cert=" + pem.path +
-                  ",key=" + pem.path + ",etcd_prefix=/team"}),
-      Node7());
+  const LaunchPlan tls =
+      PlanLaunch(Config({"--nnodes=2", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=e",
+                         "--rdzv_conf=protocol=https,cacert=" + pem.path + ",cert=" + pem.path +
+                             ",key=" + pem.path + ",etcd_prefix=/team"}),
+                 Node7());
   REQUIRE(tls.etcd);
   REQUIRE(tls.etcd->client.tls);
   CHECK(tls.etcd->client.tls->cacert == pem.path);

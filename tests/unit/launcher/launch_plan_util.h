@@ -13,8 +13,7 @@ namespace ddprun::test {
 
 using Args = std::vector<std::string>;
 
-inline elastic::LaunchConfig Config(Args args,
-                                    const std::map<std::string, std::string>& env = {}) {
+inline elastic::LaunchConfig Config(Args args, const std::map<std::string, std::string>& env = {}) {
   args.insert(args.end(), {"--nproc_per_node=2", "--no_python", "/bin/true"});
   const auto lookup = [&env](const std::string& name) -> std::optional<std::string> {
     const auto found = env.find(name);

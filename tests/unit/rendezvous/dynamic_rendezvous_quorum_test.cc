@@ -154,7 +154,7 @@ TEST_CASE("a side that finds most members silent stops within a few keep-alive i
   Job job;
   Simulation sim;  // time passes on it, only while every node and the test wait
   job.Simulate(sim);
-  job.min_nodes = 2;                    // the minority could never seal by MIN either
+  job.min_nodes = 2;  // the minority could never seal by MIN either
   job.keep_alive_interval = milliseconds{50};
   job.join_timeout = milliseconds{20'000};
   const auto first = FormFirstRound(job, 3);
@@ -207,8 +207,9 @@ struct MovedStore {
     job.last_call = milliseconds{60'000};
     basis = FormedRound{round, 0, 3, 0, 6, 2};
     for (int rank = 0; rank < 3; ++rank) {
-      members.push_back({rank, {"host" + std::to_string(rank), "10.0.0." + std::to_string(rank),
-                                1000 + rank, 2, rank == lost}});
+      members.push_back({rank,
+                         {"host" + std::to_string(rank), "10.0.0." + std::to_string(rank),
+                          1000 + rank, 2, rank == lost}});
     }
     job.Node(1).SeedMovedStore(basis, members, lost, {1, "10.0.0.1:29400", round});
   }

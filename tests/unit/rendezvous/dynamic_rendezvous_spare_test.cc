@@ -14,8 +14,8 @@
 
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/member_watch.h"
-#include "store/in_memory_store.h"
 #include "rendezvous/rendezvous_handler.h"
+#include "store/in_memory_store.h"
 #include "tests/unit/common/fake_clock.h"
 #include "tests/unit/rendezvous/dynamic_rendezvous_job.h"
 #include "tests/unit/store/clocked_store.h"
@@ -23,20 +23,13 @@
 namespace {
 
 using ddprun::rendezvous::Arrival;
-using ddprun::store::Bytes;
 using ddprun::rendezvous::DynamicRendezvous;
 using ddprun::rendezvous::DynamicRendezvousOptions;
 using ddprun::rendezvous::FormedRound;
-using ddprun::store::InMemoryStore;
 using ddprun::rendezvous::RendezvousTimeoutError;
 using ddprun::rendezvous::RoundChange;
 using ddprun::rendezvous::RoundMember;
 using ddprun::rendezvous::SeqValue;
-using ddprun::store::StoreConnectionError;
-using ddprun::store::testing::AdvanceUntil;
-using ddprun::store::testing::ClockedStore;
-using ddprun::store::testing::Simulation;
-using ddprun::testing::FakeClock;
 using ddprun::rendezvous::testing::BeatAt;
 using ddprun::rendezvous::testing::Job;
 using ddprun::rendezvous::testing::JoinAll;
@@ -45,6 +38,13 @@ using ddprun::rendezvous::testing::kPromptly;
 using ddprun::rendezvous::testing::NowMs;
 using ddprun::rendezvous::testing::Ready;
 using ddprun::rendezvous::testing::WorkersFailed;
+using ddprun::store::Bytes;
+using ddprun::store::InMemoryStore;
+using ddprun::store::StoreConnectionError;
+using ddprun::store::testing::AdvanceUntil;
+using ddprun::store::testing::ClockedStore;
+using ddprun::store::testing::Simulation;
+using ddprun::testing::FakeClock;
 using std::chrono::milliseconds;
 using Kind = RoundChange::Kind;
 using Clock = std::chrono::steady_clock;
@@ -274,7 +274,7 @@ TEST_CASE("a newcomer arriving with a loss does not charge the loss as a restart
   Job job = SpareJob(2, 3);
   Simulation sim;  // time passes on it, only while every node and the test wait
   job.Simulate(sim);
-  job.last_call = milliseconds{100};  // round 0 forms with 2; later rounds wait member_timeout
+  job.last_call = milliseconds{100};   // round 0 forms with 2; later rounds wait member_timeout
   const auto first = JoinAll(job, 2);  // room for one more
   auto newcomer = JoinAsync(job, 2);
   job.store->Wait({Key(job, 0, "change")}, kPromptly);  // "node waiting" won the change
@@ -303,8 +303,9 @@ TEST_CASE("a loss nobody declares in a moved store is swept before a full round 
   const FormedRound basis{0, 0, 5, 0, 10, 2};
   std::vector<RoundMember> members;
   for (int rank = 0; rank < 5; ++rank) {
-    members.push_back({rank, {"host" + std::to_string(rank), "10.0.0." + std::to_string(rank),
-                              1000 + rank, 2, rank == 0}});
+    members.push_back({rank,
+                       {"host" + std::to_string(rank), "10.0.0." + std::to_string(rank),
+                        1000 + rank, 2, rank == 0}});
   }
   // The store host (0) and node 4 were lost together; the moved store knows of 0 only.
   job.Node(1).SeedMovedStore(basis, members, 0, {1, "10.0.0.1:29400", 0});
@@ -381,7 +382,8 @@ TEST_CASE("a hot spare that died while it waited is dropped from the round it fi
   const std::int64_t ten_s_ago = NowMs(job) - 10'000;
   job.store->SetString(Key(job, 1, "node/1"),
                        "{\"host\":\"spare\",\"addr\":\"10.0.0.9\",\"pid\":9,\"nproc\":4,"
-                       "\"at\":" + std::to_string(ten_s_ago) + ",\"prev\":-1}");
+                       "\"at\":" +
+                           std::to_string(ten_s_ago) + ",\"prev\":-1}");
   WorkersFailed(job, 0, first[0]);
   auto survivor = JoinAsync(job, 0, first[0]);  // fills the round to MAX with the dead spare
   AwaitSettling(job, 1);
@@ -408,10 +410,11 @@ TEST_CASE("a round whose sealer died before publishing is settled with the seale
   // Node 9 arrives, seals the round, records its count, and dies before publishing it.
   const std::int64_t arrival = SeqValue::kArrival + 2 * SeqValue::kWorker;
   job.store->Add(Key(job, 0, "seq"), arrival);
-  job.store->SetString(Key(job, 0, "node/2"), R"({"host":"host9","addr":"10.0.0.9","pid":9,"nproc":2})");
+  job.store->SetString(Key(job, 0, "node/2"),
+                       R"({"host":"host9","addr":"10.0.0.9","pid":9,"nproc":2})");
   const std::int64_t sealed = job.store->Add(Key(job, 0, "seq"), SeqValue::kSeal);
   job.store->SetString(Key(job, 0, "sealed_seq"), std::to_string(sealed));
-  job.store->Add(Key(job, 0, "seq"), arrival);  // a late node: it goes on to round 1
+  job.store->Add(Key(job, 0, "seq"), arrival);    // a late node: it goes on to round 1
   job.store->SetString(Key(job, 0, "min"), "1");  // the last call starts now
   REQUIRE(AdvanceUntil(clock, alive, milliseconds{500}, std::chrono::seconds(30)));
   const FormedRound formed = alive.get();
@@ -420,8 +423,7 @@ TEST_CASE("a round whose sealer died before publishing is settled with the seale
   CHECK(formed.group_rank == 0);
 }
 
-TEST_CASE("a join retried after a store error resumes its ticket",
-          "[dynamic_rendezvous][resume]") {
+TEST_CASE("a join retried after a store error resumes its ticket", "[dynamic_rendezvous][resume]") {
   Job job;
   job.min_nodes = 3;
   job.max_nodes = 3;

@@ -19,11 +19,11 @@ namespace {
 using ddprun::rendezvous::DynamicRendezvous;
 using ddprun::rendezvous::DynamicRendezvousOptions;
 using ddprun::rendezvous::FormedRound;
-using ddprun::store::InMemoryStore;
 using ddprun::rendezvous::RendezvousClosedError;
 using ddprun::rendezvous::RendezvousTimeoutError;
 using ddprun::rendezvous::RoundChange;
 using ddprun::rendezvous::SeqValue;
+using ddprun::store::InMemoryStore;
 using ddprun::store::StoreConnectionError;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -115,11 +115,11 @@ TEST_CASE("fewer than MIN nodes for join_timeout is a clear timeout", "[dynamic_
   job.min_nodes = 3;
   job.join_timeout = milliseconds{300};
   DynamicRendezvous node = job.Node(0);
-  CHECK_THROWS_MATCHES(node.Join(std::nullopt), RendezvousTimeoutError,
-                       Catch::Matchers::Message(
-                           "only 1 of the minimum 3 nodes joined round 0 within "
-                           "join_timeout=0.3 s; start the missing nodes or lower the minimum "
-                           "of --nnodes"));
+  CHECK_THROWS_MATCHES(
+      node.Join(std::nullopt), RendezvousTimeoutError,
+      Catch::Matchers::Message("only 1 of the minimum 3 nodes joined round 0 within "
+                               "join_timeout=0.3 s; start the missing nodes or lower the minimum "
+                               "of --nnodes"));
 }
 
 TEST_CASE("a late node waits for the next round and is seen waiting", "[dynamic_rendezvous]") {

@@ -141,8 +141,7 @@ TEST_CASE("an outage of the replicated store past the join timeout is one error"
   CHECK(site.serves == 0);  // nothing tried to take the store over
 }
 
-TEST_CASE("a replicated store that never answered fails within the read timeout",
-          "[rendezvous]") {
+TEST_CASE("a replicated store that never answered fails within the read timeout", "[rendezvous]") {
   ReplicatedSite site;
   FakeWorkerStore workers;
   site.down = true;  // a wrong endpoint, or a cluster that is not up
@@ -179,7 +178,7 @@ TEST_CASE("a join cut off by the store after its arrival resumes its ticket", "[
   site.At(milliseconds(1), [&] { site.down = false; });  // back once the handler waited at all
   ElasticRendezvousHandler handler(options, site, workers);
   const RendezvousInfo info = handler.NextRendezvous();
-  CHECK(cuts == 2);  // the record was written again by the resumed join
+  CHECK(cuts == 2);        // the record was written again by the resumed join
   CHECK(info.round == 0);  // a second ticket would be past MAX: round 1
   CHECK(info.group_rank == 0);
   CHECK(SeqValue{site.Keys().Add("ddprun/rdzv/job/r0/seq", 0)}.Arrivals() == 1);

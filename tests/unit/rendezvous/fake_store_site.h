@@ -40,9 +40,7 @@ class FakeSite : private FakeSiteClock, public StoreSite {
     sites_[at].reach = Reach::kAnswered;
   }
   // Runs `action` once the clock reaches start + `offset`.
-  void At(Millis offset, std::function<void()> action) {
-    fake_clock.At(offset, std::move(action));
-  }
+  void At(Millis offset, std::function<void()> action) { fake_clock.At(offset, std::move(action)); }
   // `at` is `before` until start + `offset`, then answers with `store`.
   void AnswersFrom(const std::string& at, Millis offset,
                    std::shared_ptr<store::InMemoryStore> store, Reach before = Reach::kRefused) {

@@ -16,7 +16,7 @@ TEST_CASE("a peer is lost once its counter stood still for the timeout", "[heart
   CHECK_FALSE(watch.Observe(1, t0 + milliseconds{2000}));  // it moved
   CHECK_FALSE(watch.Observe(1, t0 + milliseconds{4999}));
   CHECK(watch.SilentFor(t0 + milliseconds{4999}) == milliseconds{2999});
-  CHECK(watch.Observe(1, t0 + milliseconds{5000}));  // still for 3 s
+  CHECK(watch.Observe(1, t0 + milliseconds{5000}));        // still for 3 s
   CHECK_FALSE(watch.Observe(2, t0 + milliseconds{5100}));  // it came back
 }
 

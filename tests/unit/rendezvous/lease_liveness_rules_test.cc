@@ -69,7 +69,7 @@ TEST_CASE("neighbour: alive while its key is there, gone once it is deleted", "[
   FakeClock clock;
   AliveKeyWatch watch(3s, clock.Now());
   const auto look = [&] { return watch.Observe(store.Check({keys.Alive(2, 1)}), clock.Now()); };
-  CHECK_FALSE(look());  // not there yet, within the timeout
+  CHECK_FALSE(look());                     // not there yet, within the timeout
   store.SetString(keys.Alive(2, 1), "7");  // what its lease carries
   clock.Advance(1s);
   CHECK_FALSE(look());

@@ -65,8 +65,7 @@ TEST_CASE("a beating neighbour is alive and one silent for the timeout is gone",
   CHECK_FALSE(watcher.NeighbourGone(clock.Now()));
 }
 
-TEST_CASE("a neighbour that never beats is gone the timeout after the first look",
-          "[liveness]") {
+TEST_CASE("a neighbour that never beats is gone the timeout after the first look", "[liveness]") {
   auto store = std::make_shared<ddprun::store::InMemoryStore>();
   FakeClock clock;
   HeartbeatCounterLiveness watcher(Scope(store, 0, clock), clock.Now());

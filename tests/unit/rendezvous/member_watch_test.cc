@@ -35,8 +35,7 @@ TEST_CASE("a lost member is told to every member with its host and why", "[membe
   }
 }
 
-TEST_CASE("a node waiting or leaving and the job closing change the membership",
-          "[member_watch]") {
+TEST_CASE("a node waiting or leaving and the job closing change the membership", "[member_watch]") {
   const ChangeNotice waiting =
       NoticeOf({Kind::kNodeWaiting, -1, "host5", "node host5 is waiting to join"}, 0);
   CHECK(waiting.kind == Notice::kMembershipChange);
@@ -60,7 +59,8 @@ TEST_CASE("a lost neighbour is declared as a lost node of its group rank and hos
   CHECK(change.detail == "heartbeats stopped 15.0 s ago");
 }
 
-TEST_CASE("a member's host comes from its node record and is unknown without one", "[member_watch]") {
+TEST_CASE("a member's host comes from its node record and is unknown without one",
+          "[member_watch]") {
   ddprun::store::InMemoryStore store;
   const RendezvousKeys keys{"job"};
   store.SetString(keys.Round(4, "node/2"), R"({"host": "host1", "pid": 7})");  // group rank 1

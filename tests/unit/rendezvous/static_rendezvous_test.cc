@@ -1,4 +1,6 @@
 // The static rendezvous: nodes on threads over one in-memory store or node 0's real TCP store.
+#include "rendezvous/static_rendezvous.h"
+
 #include <catch2/catch.hpp>
 #include <future>
 #include <thread>
@@ -6,7 +8,6 @@
 #include "elastic/round_sync.h"
 #include "store/in_memory_store.h"
 #include "store/store_server_thread.h"
-#include "rendezvous/static_rendezvous.h"
 #include "store/tcp_store_client.h"
 #include "tests/unit/common/fake_clock.h"
 #include "tests/unit/store/clocked_store.h"
@@ -47,7 +48,8 @@ elastic::RankAssignment JoinAndAssign(StaticRendezvous& rendezvous, int local_wo
 
 }  // namespace
 
-TEST_CASE("static rendezvous: two nodes join one round, group rank = node rank", "[rendezvous][static]") {
+TEST_CASE("static rendezvous: two nodes join one round, group rank = node rank",
+          "[rendezvous][static]") {
   auto store = std::make_shared<store::InMemoryStore>(5000ms);
   StaticRendezvous node0(Options(0, 2), Shared(store));
   StaticRendezvous node1(Options(1, 2), Shared(store));
@@ -68,7 +70,8 @@ TEST_CASE("static rendezvous: two nodes join one round, group rank = node rank",
   CHECK(again1.get().round == 1);
 }
 
-TEST_CASE("static rendezvous: heterogeneous nodes get torchrun's prefix-sum ranks", "[rendezvous][static]") {
+TEST_CASE("static rendezvous: heterogeneous nodes get torchrun's prefix-sum ranks",
+          "[rendezvous][static]") {
   auto store = std::make_shared<store::InMemoryStore>(5000ms);
   StaticRendezvous node0(Options(0, 3), Shared(store));
   StaticRendezvous node1(Options(1, 3), Shared(store));
@@ -84,7 +87,8 @@ TEST_CASE("static rendezvous: heterogeneous nodes get torchrun's prefix-sum rank
   CHECK(a2.role_world_size == 6);
 }
 
-TEST_CASE("static rendezvous: a timeout names the missing nodes and join_timeout", "[rendezvous][static]") {
+TEST_CASE("static rendezvous: a timeout names the missing nodes and join_timeout",
+          "[rendezvous][static]") {
   FakeClock clock;  // the join's waits pass on it: nobody else uses the store
   auto store = std::make_shared<ClockedStore>(clock);
   std::vector<JoinProgress> reports;
@@ -106,16 +110,18 @@ TEST_CASE("static rendezvous: a timeout names the missing nodes and join_timeout
   CHECK(reports.back().joined == 1);
 }
 
-TEST_CASE("static rendezvous: an unreachable store times out naming node 0's address", "[rendezvous][static]") {
+TEST_CASE("static rendezvous: an unreachable store times out naming node 0's address",
+          "[rendezvous][static]") {
   int attempts = 0;
   FakeClock clock;
   auto options = Options(1, 2, 200ms);
   options.clock = &clock;
-  StaticRendezvous node1(options, [&](std::chrono::milliseconds timeout) -> std::shared_ptr<store::Store> {
-    ++attempts;
-    clock.Advance(timeout);  // each attempt tries for its whole timeout
-    throw store::StoreConnectionError("connect: Connection refused");
-  });
+  StaticRendezvous node1(options,
+                         [&](std::chrono::milliseconds timeout) -> std::shared_ptr<store::Store> {
+                           ++attempts;
+                           clock.Advance(timeout);  // each attempt tries for its whole timeout
+                           throw store::StoreConnectionError("connect: Connection refused");
+                         });
   try {
     node1.NextRendezvous();
     FAIL("no timeout");
@@ -128,7 +134,8 @@ TEST_CASE("static rendezvous: an unreachable store times out naming node 0's add
   CHECK(attempts >= 1);
 }
 
-TEST_CASE("static rendezvous: Shutdown from another thread ends a waiting join", "[rendezvous][static]") {
+TEST_CASE("static rendezvous: Shutdown from another thread ends a waiting join",
+          "[rendezvous][static]") {
   auto store = std::make_shared<store::InMemoryStore>(5000ms);
   StaticRendezvous node0(Options(0, 2, 60'000ms), Shared(store));
   auto joining = std::async(std::launch::async, [&] { return node0.NextRendezvous(); });
@@ -140,11 +147,13 @@ TEST_CASE("static rendezvous: Shutdown from another thread ends a waiting join",
   CHECK_THROWS_AS(joining.get(), RendezvousClosedError);
 }
 
-TEST_CASE("static rendezvous: two nodes over node 0's real TCP store on loopback", "[rendezvous][static][tcp]") {
+TEST_CASE("static rendezvous: two nodes over node 0's real TCP store on loopback",
+          "[rendezvous][static][tcp]") {
   const bool authenticated = GENERATE(false, true);
   store::ServerOptions served;
   served.host = "127.0.0.1";
-  if (authenticated) served.auth = std::make_shared<const store::AuthKey>("the-job-token-0123456789");
+  if (authenticated)
+    served.auth = std::make_shared<const store::AuthKey>("the-job-token-0123456789");
   store::StoreServerThread server(served);
   auto connect = [&](std::chrono::milliseconds timeout) -> std::shared_ptr<store::Store> {
     store::ClientOptions options;

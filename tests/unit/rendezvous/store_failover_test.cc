@@ -23,7 +23,6 @@ using ddprun::HostPort;
 using ddprun::rendezvous::FailoverBasis;
 using ddprun::rendezvous::FailoverOptions;
 using ddprun::rendezvous::FormedRound;
-using ddprun::store::InMemoryStore;
 using ddprun::rendezvous::MovedStoreMarker;
 using ddprun::rendezvous::Reach;
 using ddprun::rendezvous::ReadMovedStoreMarker;
@@ -31,14 +30,15 @@ using ddprun::rendezvous::RendezvousClosedError;
 using ddprun::rendezvous::RendezvousConnectionError;
 using ddprun::rendezvous::RendezvousKeys;
 using ddprun::rendezvous::RoundMember;
-using ddprun::store::Store;
 using ddprun::rendezvous::StoreAt;
-using ddprun::store::StoreAuthError;
-using ddprun::store::StoreConnectionError;
 using ddprun::rendezvous::StoreFailover;
 using ddprun::rendezvous::StoreSite;
 using ddprun::rendezvous::SuccessorOrder;
 using ddprun::rendezvous::testing::FakeSite;
+using ddprun::store::InMemoryStore;
+using ddprun::store::Store;
+using ddprun::store::StoreAuthError;
+using ddprun::store::StoreConnectionError;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -79,7 +79,9 @@ std::shared_ptr<InMemoryStore> JobStore(std::optional<MovedStoreMarker> marker =
 
 std::shared_ptr<InMemoryStore> BareStore() { return std::make_shared<InMemoryStore>(seconds(5)); }
 
-std::string At(const std::string& host, int port = kPort) { return host + ":" + std::to_string(port); }
+std::string At(const std::string& host, int port = kPort) {
+  return host + ":" + std::to_string(port);
+}
 
 HostPort Hp(const std::string& host, int port = kPort) { return HostPort{host, port}; }
 
@@ -434,8 +436,10 @@ TEST_CASE("Succeed: an earlier candidate that starts serving within the window i
   CHECK(site.Elapsed() <= ready + kSlack);
 }
 
-TEST_CASE("Succeed: a candidate over a slow link (a connection longer than the probe timeout) "
-          "is joined within the window", "[failover]") {
+TEST_CASE(
+    "Succeed: a candidate over a slow link (a connection longer than the probe timeout) "
+    "is joined within the window",
+    "[failover]") {
   FakeSite site;
   site.AnswersFrom(At("10.0.0.1"), milliseconds(2'000),
                    JobStore(MovedStoreMarker{1, At("10.0.0.1"), 4}));
@@ -562,7 +566,7 @@ TEST_CASE("Locate: the first endpoint is taken as is", "[failover]") {
 TEST_CASE("Locate: a later endpoint only with a moved store of this job", "[failover]") {
   FakeSite site;
   site.SetReach(At("10.0.0.10"), Reach::kRefused);
-  site.Put(At("10.0.0.11"), BareStore());            // a bare store: skipped
+  site.Put(At("10.0.0.11"), BareStore());             // a bare store: skipped
   site.Put(At("10.0.0.12"), JobStore(std::nullopt));  // this job's, epoch 0: skipped too
   StoreFailover failover(Options(), site);
 
@@ -644,8 +648,7 @@ TEST_CASE("Locate: serve_first with no moved store serves the first endpoint's p
     CHECK(site.StoreOf(At("127.0.0.1", 29555))->GetString("k") == "v");
   }
   SECTION("an endpoint without a port: the default port") {
-    const std::vector<HostPort> endpoints = {HostPort{"10.0.0.10", std::nullopt},
-                                             Hp("10.0.0.11")};
+    const std::vector<HostPort> endpoints = {HostPort{"10.0.0.10", std::nullopt}, Hp("10.0.0.11")};
     const StoreAt at = failover.Locate(endpoints, true, site.clock().Now() + seconds(60));
     CHECK(at.serving);
     CHECK(site.ServeCalls() == std::vector<int>{kPort});

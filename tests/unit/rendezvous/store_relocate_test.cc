@@ -20,10 +20,10 @@ namespace {
 using ddprun::HostPort;
 using namespace ddprun::rendezvous;
 namespace store = ddprun::store;
-using store::testing::Simulation;
-using store::testing::SimulatedStore;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using store::testing::SimulatedStore;
+using store::testing::Simulation;
 
 constexpr int kPort = 29500;
 constexpr milliseconds kCheck{1'000};  // relocate_check (the chaos harness's keep-alive)
@@ -94,8 +94,7 @@ DynamicRendezvousOptions NodeOptions(Simulation& simulation, int id) {
   options.run_id = "job";
   options.min_nodes = 2;
   options.max_nodes = 3;
-  options.node = {"host" + std::to_string(id), "10.0.0.1" + std::to_string(id), 100 + id, 1,
-                  false};
+  options.node = {"host" + std::to_string(id), "10.0.0.1" + std::to_string(id), 100 + id, 1, false};
   options.join_timeout = seconds(60);
   options.last_call_timeout = seconds(1);
   options.keep_alive_interval = seconds(1);
@@ -126,11 +125,10 @@ milliseconds Since(Simulation& simulation, ddprun::Clock::TimePoint start) {
 // The store the survivors moved to 10.0.0.11 (epoch 1, ready).
 std::shared_ptr<SimulatedStore> MovedStore(Simulation& simulation) {
   auto moved = std::make_shared<SimulatedStore>(simulation, seconds(30));
-  moved->SetString(kKeys.MovedStore(), nlohmann::json{{"epoch", 1},
-                                                      {"addr", At("10.0.0.11")},
-                                                      {"basis", 0},
-                                                      {"ready", true}}
-                                                         .dump());
+  moved->SetString(
+      kKeys.MovedStore(),
+      nlohmann::json{{"epoch", 1}, {"addr", At("10.0.0.11")}, {"basis", 0}, {"ready", true}}
+          .dump());
   return moved;
 }
 
@@ -222,8 +220,9 @@ TEST_CASE("a node that lost its quorum joins the majority's moved store as a new
   REQUIRE(own != nullptr);
   std::vector<std::future<FormedRound>> members;
   for (int id : {1, 2}) {
-    members.push_back(simulation.Spawn(
-        [&, id] { return DynamicRendezvous(NodeOptions(simulation, id), own).Join(std::nullopt); }));
+    members.push_back(simulation.Spawn([&, id] {
+      return DynamicRendezvous(NodeOptions(simulation, id), own).Join(std::nullopt);
+    }));
   }
   const RendezvousInfo round0 = simulation.Ready(first, seconds(10));
   REQUIRE(round0.group_world_size == 3);

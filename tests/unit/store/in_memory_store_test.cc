@@ -1,12 +1,12 @@
 // The in-memory store, the prefix decorator and the key space semantics they share with the
 // TCP server (PyTorch's rules for compare_set, add, waiters and queues).
-#include <catch2/catch.hpp>
+#include "store/in_memory_store.h"
 
+#include <catch2/catch.hpp>
 #include <future>
 #include <memory>
 #include <thread>
 
-#include "store/in_memory_store.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store_server_keys.h"
 #include "store_bytes.h"
@@ -47,7 +47,7 @@ TEST_CASE("compare_set follows PyTorch's rules", "[store][memory]") {
   InMemoryStore store(milliseconds(1000));
   CHECK(store.CompareSet("k", B("x"), B("y")) == B("x"));  // missing, expected set: "pretends"
   CHECK_FALSE(store.Check({"k"}));
-  CHECK(store.CompareSet("k", B(""), B("first")) == B("first"));  // missing, expected empty
+  CHECK(store.CompareSet("k", B(""), B("first")) == B("first"));   // missing, expected empty
   CHECK(store.CompareSet("k", B("wrong"), B("z")) == B("first"));  // mismatch: current value
   CHECK(store.CompareSet("k", B("first"), B("second")) == B("second"));
   CHECK(store.Get("k") == B("second"));
@@ -65,7 +65,9 @@ TEST_CASE("in-memory Get and Wait block until a writer or the deadline", "[store
   store.Set("late", B("here"));
   REQUIRE(reader.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
   CHECK(reader.get() == B("here"));
-  auto multi = std::async(std::launch::async, [&] { store.Wait({"m1", "m2"}, milliseconds(5000)); });
+  auto multi = std::async(std::launch::async, [&] {
+    store.Wait({"m1", "m2"}, milliseconds(5000));
+  });
   store.Set("m1", B("1"));
   store.Add("m2", 1);
   REQUIRE(multi.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
@@ -76,8 +78,8 @@ TEST_CASE("Barrier releases every caller once all arrived", "[store][memory]") {
   auto store = std::make_shared<InMemoryStore>(milliseconds(5000));
   std::vector<std::future<void>> arrivals;
   for (int i = 0; i < 4; ++i) {
-    arrivals.push_back(std::async(std::launch::async,
-                                  [&] { store->Barrier("bar", 4, milliseconds(5000)); }));
+    arrivals.push_back(
+        std::async(std::launch::async, [&] { store->Barrier("bar", 4, milliseconds(5000)); }));
   }
   for (auto& arrival : arrivals) {
     REQUIRE(arrival.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
@@ -186,8 +188,8 @@ TEST_CASE("key space barrier and watch", "[store][keys]") {
   keys.DeleteKey("w");
   keys.Unwatch(watch);
   keys.Set("w", B("3"));
-  CHECK(events == std::vector<WatchEvent>{WatchEvent::kCreated, WatchEvent::kUpdated,
-                                          WatchEvent::kDeleted});
+  CHECK(events ==
+        std::vector<WatchEvent>{WatchEvent::kCreated, WatchEvent::kUpdated, WatchEvent::kDeleted});
 }
 
 }  // namespace ddprun::store

@@ -3,16 +3,17 @@
 // offered to a store without one are refused at once with a line naming the problem; raw
 // unauthenticated bytes never reach the key space; a silent client is dropped at the deadline;
 // each refused connection is logged once, however many bytes it sends.
-#include <catch2/catch.hpp>
+#include "store/store_auth.h"
+
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
 #include <sstream>
 #include <string>
 
-#include "store/store_auth.h"
 #include "tcp_store_test_util.h"
 
 namespace ddprun::store {
@@ -45,8 +46,8 @@ ClientOptions ClientWith(const ServerThread& server, std::shared_ptr<const AuthK
 Challenge ReadChallenge(RawConnection& connection, const Nonce& mine) {
   connection.Send(EncodeHello(mine));
   const Bytes bytes = connection.Read(kChallengeBytes);
-  const auto challenge = ParseChallenge(std::span<const std::uint8_t, kChallengeBytes>(
-      bytes.data(), kChallengeBytes));
+  const auto challenge =
+      ParseChallenge(std::span<const std::uint8_t, kChallengeBytes>(bytes.data(), kChallengeBytes));
   REQUIRE(challenge);
   return *challenge;
 }
@@ -105,8 +106,8 @@ TEST_CASE("the server handshake accepts the token's proof and nothing else", "[s
   const auto answered = handshake.Feed(hello);
   REQUIRE(answered.status == Status::kAnswered);
   CHECK(answered.consumed == kHelloBytes);
-  const auto challenge = ParseChallenge(std::span<const std::uint8_t, kChallengeBytes>(
-      answered.reply.data(), kChallengeBytes));
+  const auto challenge = ParseChallenge(
+      std::span<const std::uint8_t, kChallengeBytes>(answered.reply.data(), kChallengeBytes));
   REQUIRE(challenge);
   CHECK(challenge->server == server_nonce);
   CHECK(SameProof(key->Prove(kServerRole, client_nonce, server_nonce), challenge->proof));
@@ -119,8 +120,8 @@ TEST_CASE("the server handshake accepts the token's proof and nothing else", "[s
     CHECK(accepted.consumed == kProofBytes);
   }
   SECTION("another token's proof") {
-    const Proof proof = Key("another-token-of-16+bytes")->Prove(kClientRole, client_nonce,
-                                                                server_nonce);
+    const Proof proof =
+        Key("another-token-of-16+bytes")->Prove(kClientRole, client_nonce, server_nonce);
     const auto refused = handshake.Feed(proof);
     CHECK(refused.status == Status::kRefused);
     CHECK(refused.reply == Bytes{kRefused});
@@ -159,8 +160,7 @@ TEST_CASE("a client with the store's token works as any client", "[store][auth]"
   CHECK(second.GetString("a") == "1");
 }
 
-TEST_CASE("a store that requires a token refuses others at once, naming the fix",
-          "[store][auth]") {
+TEST_CASE("a store that requires a token refuses others at once, naming the fix", "[store][auth]") {
   ServerThread server(WithToken(Key(kToken)));
   const auto start = Clock::now();
   SECTION("no token") {
@@ -192,8 +192,8 @@ TEST_CASE("unauthenticated bytes never reach the key space", "[store][auth]") {
   SECTION("a c10d SET first") {
     RawConnection connection(server.Port());
     connection.Send(testing::Concat(
-        {testing::Hello(), EncodeRequest(Generation::kValidated,
-                                         {Command::kSet, {"/stolen"}, {Bytes{1}}, 0, 0})}));
+        {testing::Hello(),
+         EncodeRequest(Generation::kValidated, {Command::kSet, {"/stolen"}, {Bytes{1}}, 0, 0})}));
     const Bytes marker = connection.Read(kAuthRequiredMarker.size());
     CHECK(marker == Bytes(kAuthRequiredMarker.begin(), kAuthRequiredMarker.end()));
     CHECK(connection.Closed());

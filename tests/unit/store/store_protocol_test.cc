@@ -1,11 +1,11 @@
 // The c10d codec against byte vectors captured from real PyTorch 1.13 and 2.6 traffic (the
 // protocol doc, §3.3), round trips of every command of both generations, truncation at every
 // cut point and garbage.
-#include <catch2/catch.hpp>
+#include "store/store_protocol.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 
-#include "store/store_protocol.h"
 #include "store_bytes.h"
 
 namespace ddprun::store {
@@ -151,8 +151,8 @@ TEST_CASE("garbage and oversized fields are malformed", "[store][codec]") {
     return ParseRequest(generation, data, limits).status == ParseStatus::kMalformed;
   };
   CHECK(malformed(Generation::kValidated, Hex("ff")));
-  CHECK(malformed(Generation::kValidated, Hex("13")));  // one past BARRIER
-  CHECK(malformed(Generation::kLegacy, Hex("0d")));     // PING does not exist in 1.13
+  CHECK(malformed(Generation::kValidated, Hex("13")));         // one past BARRIER
+  CHECK(malformed(Generation::kLegacy, Hex("0d")));            // PING does not exist in 1.13
   CHECK(malformed(Generation::kLegacy, Hex("47 4554 202f")));  // "GET /" from a port scanner
   // Key, value and key-count limits; a huge length is malformed, never "need more".
   CHECK(malformed(Generation::kValidated, Hex("03 1100000000000000")));

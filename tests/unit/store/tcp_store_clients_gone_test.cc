@@ -2,7 +2,6 @@
 // clients that are still talking, not for connections that went quiet (a lost peer's), and
 // never past its deadline.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <future>
 #include <memory>

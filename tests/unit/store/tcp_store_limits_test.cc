@@ -1,9 +1,9 @@
 // Bounds and bad input: oversized or malformed frames close only their connection, a
 // half-sent request blocks nobody, connection and output limits hold, and 1000 concurrent
 // connections are served by one server.
-#include <catch2/catch.hpp>
 #include <sys/resource.h>
 
+#include <catch2/catch.hpp>
 #include <memory>
 #include <vector>
 
@@ -53,7 +53,8 @@ TEST_CASE("oversized frames close only their connection", "[store][limits]") {
   good.Set("before", B("1"));
 
   RawConnection long_key(server.Port());
-  long_key.Send(Concat({testing::Hello(), V({Command::kSet, {std::string(100, 'k')}, {B("v")}, 0, 0})}));
+  long_key.Send(
+      Concat({testing::Hello(), V({Command::kSet, {std::string(100, 'k')}, {B("v")}, 0, 0})}));
   CHECK(long_key.Closed());
 
   RawConnection big_value(server.Port());  // only the header of a 1 GiB value is ever sent

@@ -2,7 +2,6 @@
 // operation in both protocol generations, waits with timeouts and cancel, raw PyTorch byte
 // sequences, legacy watch events, queues, and the agent's direct key-space access.
 #include <catch2/catch.hpp>
-
 #include <future>
 
 #include "common/errors.h"
@@ -134,7 +133,7 @@ TEST_CASE("raw PyTorch 1.13 bytes get PyTorch's replies", "[store][tcp]") {
   CHECK(raw.Read(9) == Concat({Hex("0100000000000000"), B("v")}));
   raw.Send(L({Command::kNumKeys, {}, {}, 0, 0}));
   CHECK(raw.Read(8) == Hex("0400000000000000"));  // init/, /cnt, /cas, /k
-  RawConnection idle(server.Port());  // the idle "callback" connection of a 1.13 client
+  RawConnection idle(server.Port());              // the idle "callback" connection of a 1.13 client
   raw.Send(L({Command::kDeleteKey, {"/k"}, {}, 0, 0}));
   CHECK(raw.Read(8) == Hex("0100000000000000"));
 }
@@ -222,7 +221,8 @@ TEST_CASE("the agent's writes on the io thread wake remote waiters", "[store][tc
   CHECK(pending.get() == B("hi"));
 }
 
-TEST_CASE("ADD on a non-number closes only that connection, the client reconnects", "[store][tcp]") {
+TEST_CASE("ADD on a non-number closes only that connection, the client reconnects",
+          "[store][tcp]") {
   ServerThread server(testing::Threads(GENERATE(1, 3)));
   TcpStoreClient store(server.Client());
   store.Set("text", B("abc"));

@@ -1,12 +1,12 @@
 // Test helpers for the TCP store: a server running on its own io thread, and a raw socket
 // connection that speaks bytes, with a receive deadline so no test can hang.
 #pragma once
-#include <catch2/catch.hpp>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
 #include <future>
@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "common/asio.h"
-#include "store/tcp_store_client.h"
 #include "store/store_server_thread.h"
+#include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 
 namespace ddprun::store::testing {
@@ -81,7 +81,8 @@ class RawConnection {
   RawConnection& operator=(const RawConnection&) = delete;
 
   void Send(const Bytes& bytes) {
-    if (::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
+    if (::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(bytes.size())) {
       throw std::runtime_error("send failed");
     }
   }
@@ -115,7 +116,8 @@ inline Bytes Concat(std::initializer_list<Bytes> parts) {
 }
 
 inline Bytes Hello() {
-  return Concat({EncodeRequest(Generation::kValidated, {Command::kValidate, {}, {}, 0, kValidationMagic})});
+  return Concat(
+      {EncodeRequest(Generation::kValidated, {Command::kValidate, {}, {}, 0, kValidationMagic})});
 }
 
 }  // namespace ddprun::store::testing

@@ -3,9 +3,8 @@
 // that races a client's CANCEL_WAIT never shifts its replies, and stopping the server ends
 // every thread and frees every client. (The other server tests, watchers and barriers
 // included, run with io_threads 1 and 3.)
-#include <catch2/catch.hpp>
-
 #include <barrier>
+#include <catch2/catch.hpp>
 #include <future>
 #include <memory>
 #include <string>
@@ -29,9 +28,8 @@ constexpr int kIoThreads = 4;
 Bytes V(Request request) { return EncodeRequest(Generation::kValidated, request); }
 
 // One client per thread slot: consecutive connections land on consecutive io threads.
-std::vector<std::unique_ptr<TcpStoreClient>> Clients(ServerThread& server, int count,
-                                                     Generation generation =
-                                                         Generation::kValidated) {
+std::vector<std::unique_ptr<TcpStoreClient>> Clients(
+    ServerThread& server, int count, Generation generation = Generation::kValidated) {
   std::vector<std::unique_ptr<TcpStoreClient>> clients;
   for (int i = 0; i < count; ++i) {
     clients.push_back(std::make_unique<TcpStoreClient>(server.Client(generation)));

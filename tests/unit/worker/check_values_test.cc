@@ -1,10 +1,9 @@
 // Built into ddprun_worker_tests only (the shared unit-test glob sees this file too).
 #ifdef DDPRUN_WORKER_TESTS
-#include <catch2/catch.hpp>
-
-#include <cstdint>
-
 #include "worker/check_values.h"
+
+#include <catch2/catch.hpp>
+#include <cstdint>
 
 namespace ddprun::worker {
 namespace {

@@ -1,14 +1,13 @@
 // Built into ddprun_worker_tests only (the shared unit-test glob sees this file too).
 #ifdef DDPRUN_WORKER_TESTS
-#include <catch2/catch.hpp>
+#include "worker/cuda_libraries.h"
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
-
-#include "worker/cuda_libraries.h"
 
 namespace ddprun::worker {
 namespace {
@@ -48,7 +47,8 @@ struct FakeEnv {
 TEST_CASE("the loader's path comes first, then the program's environment, then the system",
           "[worker][cuda]") {
   Environments envs;
-  const auto venv_nccl = envs.File("venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2");
+  const auto venv_nccl =
+      envs.File("venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2");
   envs.File("venv/bin/ddprun");
   const auto candidates =
       CudaLibraryCandidates(NcclLibrary(), (envs.root / "venv/bin").string(), FakeEnv{}.Lookup());
@@ -57,19 +57,25 @@ TEST_CASE("the loader's path comes first, then the program's environment, then t
   CHECK(candidates[1] == venv_nccl);
 }
 
-TEST_CASE("the newest CUDA runtime of each environment first, $VIRTUAL_ENV and $CONDA_PREFIX after "
-          "the program's own", "[worker][cuda]") {
+TEST_CASE(
+    "the newest CUDA runtime of each environment first, $VIRTUAL_ENV and $CONDA_PREFIX after "
+    "the program's own",
+    "[worker][cuda]") {
   Environments envs;
-  const auto own12 = envs.File("own/lib/python3.10/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12");
+  const auto own12 =
+      envs.File("own/lib/python3.10/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12");
   const auto own13 = envs.File("own/lib/python3.10/site-packages/nvidia/cu13/lib/libcudart.so.13");
-  const auto conda = envs.File("conda/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so.13");
-  const auto venv = envs.File("venv/lib/python3.9/dist-packages/nvidia/cuda_runtime/lib/libcudart.so.12");
+  const auto conda =
+      envs.File("conda/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so.13");
+  const auto venv =
+      envs.File("venv/lib/python3.9/dist-packages/nvidia/cuda_runtime/lib/libcudart.so.12");
   FakeEnv env{{{"VIRTUAL_ENV", (envs.root / "venv").string()},
                {"CONDA_PREFIX", (envs.root / "conda").string()}}};
-  auto candidates = CudaLibraryCandidates(CudartLibrary(), (envs.root / "own/bin").string(), env.Lookup());
+  auto candidates =
+      CudaLibraryCandidates(CudartLibrary(), (envs.root / "own/bin").string(), env.Lookup());
   std::erase_if(candidates, [](const std::string& path) { return path.starts_with("/usr/"); });
-  CHECK(candidates == std::vector<std::string>{"libcudart.so.13", "libcudart.so.12", own13, own12,
-                                               venv, conda});
+  CHECK(candidates ==
+        std::vector<std::string>{"libcudart.so.13", "libcudart.so.12", own13, own12, venv, conda});
 }
 
 TEST_CASE("the library's variable names the one file to try", "[worker][cuda]") {

@@ -1,10 +1,11 @@
 // Built into ddprun_worker_tests only (the shared unit-test glob sees this file too).
 #ifdef DDPRUN_WORKER_TESTS
+#include "worker/data_type.h"
+
 #include <catch2/catch.hpp>
 
 #include "common/errors.h"
 #include "worker/backend.h"
-#include "worker/data_type.h"
 
 namespace ddprun::worker {
 namespace {

@@ -1,8 +1,9 @@
 // Built into ddprun_worker_tests only (the shared unit-test glob sees this file too).
 // The real gloo backend on loopback, one thread per rank, rendezvous via an in-memory store.
 #ifdef DDPRUN_WORKER_TESTS
-#include <catch2/catch.hpp>
+#include "worker/gloo_communicator.h"
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -10,15 +11,13 @@
 #include "store/in_memory_store.h"
 #include "store/prefix_store.h"
 #include "worker/check_values.h"
-#include "worker/gloo_communicator.h"
 
 namespace ddprun::worker {
 namespace {
 
 using std::chrono::milliseconds;
 
-std::unique_ptr<GlooCommunicator> Connect(int rank, int size,
-                                          std::shared_ptr<store::Store> store,
+std::unique_ptr<GlooCommunicator> Connect(int rank, int size, std::shared_ptr<store::Store> store,
                                           milliseconds timeout) {
   GlooConfig config;
   config.rank = rank;

@@ -1,11 +1,11 @@
 // Built into ddprun_worker_tests only (the shared unit-test glob sees this file too).
 #ifdef DDPRUN_WORKER_TESTS
-#include <catch2/catch.hpp>
+#include "worker/perf_report.h"
 
+#include <catch2/catch.hpp>
 #include <sstream>
 
 #include "common/errors.h"
-#include "worker/perf_report.h"
 
 namespace ddprun::worker {
 namespace {
@@ -39,8 +39,8 @@ TEST_CASE("table rows have nccl-tests' eight columns", "[worker]") {
   std::istringstream fields(FormatPerfRow(row));
   std::vector<std::string> columns;
   for (std::string field; fields >> field;) columns.push_back(field);
-  CHECK(columns == std::vector<std::string>{"1024", "256", "int32", "sum", "12.5", "0.08", "0.08",
-                                            "3"});
+  CHECK(columns ==
+        std::vector<std::string>{"1024", "256", "int32", "sum", "12.5", "0.08", "0.08", "3"});
   CHECK(FormatPerfFooter({row}).find("FAILED") != std::string::npos);
   CHECK(PerfRowJson(row)["wrong"] == 3);
 }

@@ -1,11 +1,11 @@
 // Built into ddprun_worker_tests only (the shared unit-test glob sees this file too).
 #ifdef DDPRUN_WORKER_TESTS
-#include <catch2/catch.hpp>
+#include "worker/worker_env.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 
 #include "common/errors.h"
-#include "worker/worker_env.h"
 
 namespace ddprun::worker {
 namespace {
@@ -13,9 +13,14 @@ namespace {
 using Vars = std::map<std::string, std::string>;
 
 Vars GoodVars() {
-  return {{"RANK", "2"},          {"LOCAL_RANK", "0"},        {"WORLD_SIZE", "4"},
-          {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "localhost"}, {"MASTER_PORT", "29500"},
-          {"TORCHELASTIC_RESTART_COUNT", "3"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  return {{"RANK", "2"},
+          {"LOCAL_RANK", "0"},
+          {"WORLD_SIZE", "4"},
+          {"LOCAL_WORLD_SIZE", "2"},
+          {"MASTER_ADDR", "localhost"},
+          {"MASTER_PORT", "29500"},
+          {"TORCHELASTIC_RESTART_COUNT", "3"},
+          {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
 }
 
 WorkerEnv Read(const Vars& vars) {
@@ -59,8 +64,8 @@ TEST_CASE("ReadWorkerEnv defaults the optional variables", "[worker]") {
 }
 
 TEST_CASE("ReadWorkerEnv names a missing variable", "[worker]") {
-  for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                           "MASTER_PORT"}) {
+  for (const char* name :
+       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
     auto vars = GoodVars();
     vars.erase(name);
     CHECK(ErrorOf(vars).starts_with(std::string(name) + " is not set"));

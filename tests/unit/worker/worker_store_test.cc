@@ -1,15 +1,15 @@
 // Built into ddprun_worker_tests only (the shared unit-test glob sees this file too).
 // WorkerStore against a real TCP store: as a client of an agent store, and hosting one.
 #ifdef DDPRUN_WORKER_TESTS
-#include <catch2/catch.hpp>
+#include "worker/worker_store.h"
 
+#include <catch2/catch.hpp>
 #include <future>
 #include <thread>
 
 #include "common/asio.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
-#include "worker/worker_store.h"
 
 namespace ddprun::worker {
 namespace {

@@ -23,11 +23,11 @@ namespace ddprun::launcher::backend {
 namespace {
 
 using namespace std::chrono_literals;
+using ddprun::testing::FakeClock;
 using rendezvous::DynamicRendezvous;
 using rendezvous::RoundChange;
 using testing::MonitorEvent;
 using testing::MonitorEvents;
-using ddprun::testing::FakeClock;
 using Kind = RoundChange::Kind;
 
 constexpr std::chrono::milliseconds kInterval = 40ms;  // x 3 attempts: lost after 120 ms
@@ -118,8 +118,12 @@ struct Harness {
     return DynamicRendezvous(options, store);
   }
 
-  std::string Key(int round, const std::string& name) const { return Member(9).RoundKey(round, name); }
-  std::int64_t Counter(int round, const std::string& name) { return store->Add(Key(round, name), 0); }
+  std::string Key(int round, const std::string& name) const {
+    return Member(9).RoundKey(round, name);
+  }
+  std::int64_t Counter(int round, const std::string& name) {
+    return store->Add(Key(round, name), 0);
+  }
   rendezvous::RendezvousKeys Keys() const { return Member(9).Keys(); }
 
   // Waits until `done()` holds, looking again each time the monitor reads its clock.
@@ -303,8 +307,7 @@ TEST_CASE("elastic monitor: a liveness lost on its own thread is a lost store at
   const auto tell = on_lost.get();
   REQUIRE(tell);
   // The etcd keeper's thread, while the watch waits on the store (no clock moves, no beat).
-  std::thread([tell] { tell("this node's etcd lease expired: no etcd member renewed it"); })
-      .join();
+  std::thread([tell] { tell("this node's etcd lease expired: no etcd member renewed it"); }).join();
   const auto event = events.Next(io);
   REQUIRE(event);
   CHECK(event->kind == MonitorEvent::Kind::kNodeLost);

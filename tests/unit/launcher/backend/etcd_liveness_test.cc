@@ -1,15 +1,15 @@
-// Node liveness on etcd leases (launcher/backend/etcd_liveness.h) against a real etcd started by the
-// test: a member that keeps its lease alive is never seen gone, one that stops is seen gone once
-// etcd expired its lease, and a neighbour that never showed up counts as gone after the timeout
-// on the watcher's (injected) clock. The rules alone:
+// Node liveness on etcd leases (launcher/backend/etcd_liveness.h) against a real etcd started by
+// the test: a member that keeps its lease alive is never seen gone, one that stops is seen gone
+// once etcd expired its lease, and a neighbour that never showed up counts as gone after the
+// timeout on the watcher's (injected) clock. The rules alone:
 // tests/unit/rendezvous/lease_liveness_rules_test.cc.
-#include <catch2/catch.hpp>
+#include "launcher/backend/etcd_liveness.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <future>
 #include <thread>
 
-#include "launcher/backend/etcd_liveness.h"
 #include "tests/unit/common/fake_clock.h"
 #include "tests/unit/store/etcd/etcd_server.h"
 
@@ -22,12 +22,18 @@ using store::etcd::testing::EtcdServer;
 
 constexpr std::chrono::milliseconds kTimeout = 2s;  // the lease's TTL: 2 s
 
-store::etcd::EtcdStoreOptions Options(const EtcdServer& server) { return {{{server.Endpoint()}, 5s}, "/job/"}; }
+store::etcd::EtcdStoreOptions Options(const EtcdServer& server) {
+  return {{{server.Endpoint()}, 5s}, "/job/"};
+}
 
 // Group rank `me` of a round of two, watching the other one.
 rendezvous::LivenessScope Scope(const EtcdServer& server, int me) {
-  return {std::make_shared<store::etcd::EtcdStore>(Options(server)), rendezvous::RendezvousKeys{"lease-job"}, 3, me,
-          1 - me, kTimeout};
+  return {std::make_shared<store::etcd::EtcdStore>(Options(server)),
+          rendezvous::RendezvousKeys{"lease-job"},
+          3,
+          me,
+          1 - me,
+          kTimeout};
 }
 
 }  // namespace
@@ -55,7 +61,8 @@ TEST_CASE("etcd liveness: a member alive while it keeps its lease, gone once it 
     if (!gone) std::this_thread::sleep_for(100ms);  // bounded: at most 50 looks
   }
   CHECK(gone);
-  CHECK(watcher.WhyGone(RealTime::now()) == "its etcd lease (TTL 2 s) expired: it stopped keeping it alive");
+  CHECK(watcher.WhyGone(RealTime::now()) ==
+        "its etcd lease (TTL 2 s) expired: it stopped keeping it alive");
 }
 
 TEST_CASE("etcd liveness: the lease stays alive while the watch is stuck in a slow read",
@@ -115,11 +122,12 @@ TEST_CASE("etcd liveness: a member cut off from etcd is told by its keeper, with
   server.Stop(0);
   clock.Advance(kTimeout);  // the renewals due at 0.67 s (hung: the next at once) and 1.33 s
   REQUIRE(clock.AwaitPauses(4));
-  CHECK(calls == 0);  // silent for the TTL, not longer: not lost yet
+  CHECK(calls == 0);            // silent for the TTL, not longer: not lost yet
   clock.Advance(kTimeout / 3);  // the next renewal hangs too: silent for longer than the TTL
   REQUIRE(lost.wait_for(10s) == std::future_status::ready);
-  CHECK(lost.get() == "this node's etcd lease expired: no etcd member renewed it for 2.7 s, "
-                      "longer than its TTL (2 s)");
+  CHECK(lost.get() ==
+        "this node's etcd lease expired: no etcd member renewed it for 2.7 s, "
+        "longer than its TTL (2 s)");
   server.Continue(0);
   CHECK_THROWS_WITH(watched.Beat(), Catch::Contains("this node's etcd lease expired"));
   CHECK(calls == 1);
@@ -138,7 +146,7 @@ TEST_CASE("etcd liveness: a lease that expired cannot be kept alive", "[etcd]") 
   EtcdServer server;
   EtcdLease lease(Options(server).client, 2s);
   store::etcd::ParseLease(store::etcd::EtcdClient(Options(server).client)
-                 .Call("/v3/lease/revoke", store::etcd::LeaseRevokeBody(lease.Id())));
+                              .Call("/v3/lease/revoke", store::etcd::LeaseRevokeBody(lease.Id())));
   CHECK_THROWS_WITH(lease.KeepAlive(), Catch::Contains("this node's etcd lease expired"));
 }
 
@@ -153,7 +161,8 @@ TEST_CASE("etcd liveness: a frozen etcd leader expires no lease renewed through 
   for (int member = 0; member < 3 && leader < 0; ++member) {
     store::etcd::EtcdClientOptions one = cluster.Options(2s);
     one.endpoints = {cluster.Endpoint(member)};
-    const auto status = store::etcd::EtcdClient(one).Call("/v3/maintenance/status", nlohmann::json::object());
+    const auto status =
+        store::etcd::EtcdClient(one).Call("/v3/maintenance/status", nlohmann::json::object());
     if (status["leader"] == status["header"]["member_id"]) leader = member;
   }
   REQUIRE(leader >= 0);
@@ -162,7 +171,11 @@ TEST_CASE("etcd liveness: a frozen etcd leader expires no lease renewed through 
   std::swap(options.client.endpoints[leader], options.client.endpoints[2]);  // a follower first
   const auto scope = [&](int me) {
     return rendezvous::LivenessScope{std::make_shared<store::etcd::EtcdStore>(options),
-                                     rendezvous::RendezvousKeys{"lease-job"}, 3, me, 1 - me, 3s};
+                                     rendezvous::RendezvousKeys{"lease-job"},
+                                     3,
+                                     me,
+                                     1 - me,
+                                     3s};
   };
   LeaseLiveness watcher(scope(0), options, RealTime::now());
   LeaseLiveness watched(scope(1), options, RealTime::now());

@@ -14,8 +14,8 @@ namespace ddprun::launcher::backend::testing {
 struct MonitorEvent {
   enum class Kind { kRemoteFailure, kNodeLost, kMembershipChange };
   Kind kind;
-  int node = -1;           // kNodeLost's node rank; kRemoteFailure's record's node rank
-  std::string text;        // the reason; kRemoteFailure: the record's message
+  int node = -1;     // kNodeLost's node rank; kRemoteFailure's record's node rank
+  std::string text;  // the reason; kRemoteFailure: the record's message
 };
 
 class MonitorEvents {
@@ -36,7 +36,8 @@ class MonitorEvents {
 
   // The next event posted, running `io` for at most `real_timeout`; nullopt when none came.
   std::optional<MonitorEvent> Next(asio::io_context& io,
-                                   std::chrono::milliseconds real_timeout = std::chrono::seconds{10}) {
+                                   std::chrono::milliseconds real_timeout = std::chrono::seconds{
+                                       10}) {
     event_.reset();
     const auto deadline = std::chrono::steady_clock::now() + real_timeout;
     io.restart();

@@ -82,7 +82,7 @@ TEST_CASE("node monitor: a node silent for interval x attempts is lost but not o
   Harness h;
   h.Watch(0, 3);
   h.round.Wait({elastic::HeartbeatKey(2)}, kPromptly);  // it read the others' counters
-  h.round.Add(elastic::HeartbeatKey(1), 1);            // node 1 beats; node 2 never does
+  h.round.Add(elastic::HeartbeatKey(1), 1);             // node 1 beats; node 2 never does
   h.clock.Advance(40ms);
   REQUIRE(h.clock.AwaitReads(2, kPromptly));  // looked again: node 1 moved at 40 ms
   CHECK(h.Beats(0) >= 2);                     // it beats at every look
@@ -151,8 +151,7 @@ TEST_CASE("node monitor: a store it cannot reach is node 0 lost", "[node_monitor
   REQUIRE(event);
   CHECK(event->kind == MonitorEvent::Kind::kNodeLost);
   CHECK(event->node == 0);
-  CHECK(event->text ==
-        "lost the connection to its store at 10.0.0.1:29500 (connection refused)");
+  CHECK(event->text == "lost the connection to its store at 10.0.0.1:29500 (connection refused)");
 }
 
 }  // namespace ddprun::launcher::backend

@@ -1,3 +1,5 @@
+#include "launcher/process/local_process_context.h"
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
@@ -5,15 +7,14 @@
 #include <sstream>
 
 #include "common/asio.h"
-#include "launcher/process/local_process_context.h"
 #include "tests/unit/launcher/process/process_test_util.h"
 
 using namespace ddprun;
 using namespace ddprun::elastic;
 
+using ddprun::launcher::process::testing::ReadAll;
 using ddprun::launcher::process::testing::RunUntil;
 using ddprun::launcher::process::testing::Shell;
-using ddprun::launcher::process::testing::ReadAll;
 using ddprun::launcher::process::testing::TempDir;
 
 TEST_CASE("exits are reported with their codes and signals", "[launcher][process]") {
@@ -65,13 +66,15 @@ TEST_CASE("stop sends the signal, then SIGKILL at the shared deadline", "[launch
   CHECK(exits[1].code == SIGKILL);
 }
 
-TEST_CASE("tee'd output goes to the log file and error files are read back", "[launcher][process]") {
+TEST_CASE("tee'd output goes to the log file and error files are read back",
+          "[launcher][process]") {
   asio::io_context io;
   launcher::process::LocalProcessContext processes(io);
   TempDir dir;
   AttemptLaunch attempt;
   attempt.attempt_dir = dir.path + "/attempt_0";
-  auto worker = Shell(0, "printf 'a\\nb'; echo '{\"message\": \"boom\", \"timestamp\": 5}' > $ERR; exit 1");
+  auto worker =
+      Shell(0, "printf 'a\\nb'; echo '{\"message\": \"boom\", \"timestamp\": 5}' > $ERR; exit 1");
   worker.env["ERR"] = attempt.attempt_dir + "/0/error.json";
   worker.error_file = worker.env["ERR"];
   worker.out = {attempt.attempt_dir + "/0/stdout.log", false, true};

@@ -1,11 +1,11 @@
+#include "launcher/process/proc_table.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <set>
-
-#include "launcher/process/proc_table.h"
 
 using namespace ddprun;
 using launcher::process::ParseProcStat;

@@ -51,5 +51,4 @@ struct TempDir {
   std::string path;
 };
 
-
 }  // namespace ddprun::launcher::process::testing

@@ -103,12 +103,13 @@ TEST_CASE("DumpStacks gets every thread's Python stack before the worker dies",
   asio::io_context io;
   LocalProcessContext processes(io);
   AttemptLaunch attempt;
-  WorkerLaunch worker = Watched(
-      Python(0, "import threading, time\n"
-                "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
-                "print('ready', flush=True)\n"
-                "time.sleep(60)\n"),
-      dir.path + "/out.log");
+  WorkerLaunch worker =
+      Watched(Python(0,
+                     "import threading, time\n"
+                     "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+                     "print('ready', flush=True)\n"
+                     "time.sleep(60)\n"),
+              dir.path + "/out.log");
   worker.stacks_file = dir.path + "/stacks.log";
   attempt.workers = {worker};
   std::optional<WorkerExit> exit;
@@ -135,9 +136,8 @@ TEST_CASE("a silent worker is reported hung once, a chatty one is not",
   AttemptLaunch attempt;
   attempt.hang.hang = std::chrono::milliseconds(1500);  // ample for a loaded machine
   attempt.hang.startup = std::chrono::milliseconds(1500);
-  attempt.workers = {
-      Watched(Shell(0, "for i in $(seq 1 40); do echo tick; sleep 0.1; done")),
-      Watched(Shell(1, "exec sleep 30"))};
+  attempt.workers = {Watched(Shell(0, "for i in $(seq 1 40); do echo tick; sleep 0.1; done")),
+                     Watched(Shell(1, "exec sleep 30"))};
   std::vector<HangReport> hangs;
   std::map<int, WorkerExit> exits;
   WorkerEvents events([&](const WorkerExit& e) { exits[e.local_rank] = e; });
@@ -148,7 +148,7 @@ TEST_CASE("a silent worker is reported hung once, a chatty one is not",
   CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(1500));
   CHECK(hangs[0].kind == HangReport::Kind::kNoProgress);
   CHECK(hangs[0].local_rank == 1);
-  CHECK(hangs[0].startup);  // it never wrote a byte
+  CHECK(hangs[0].startup);     // it never wrote a byte
   CHECK(hangs[0].progressed);  // rank 0 did, past its first line
   CHECK_THAT(hangs[0].cause, Contains("no first progress within the start-up timeout of 1.5 s"));
   RunUntil(io, [&] { return exits.count(0) == 1; });  // the chatty one finishes, unreported
@@ -166,8 +166,9 @@ TEST_CASE("a worker slow to its first line is left alone: start-up has its own t
   attempt.hang.hang = std::chrono::milliseconds(500);
   attempt.hang.startup = std::chrono::seconds(60);
   // 2 s before its first line (an import), then a line every 0.1 s.
-  attempt.workers = {Watched(Shell(0, "sleep 2; for i in $(seq 1 10); do echo step; sleep 0.1; "
-                                      "done"))};
+  attempt.workers = {Watched(Shell(0,
+                                   "sleep 2; for i in $(seq 1 10); do echo step; sleep 0.1; "
+                                   "done"))};
   std::vector<HangReport> hangs;
   std::optional<WorkerExit> exit;
   WorkerEvents events([&](const WorkerExit& e) { exit = e; });
@@ -212,8 +213,9 @@ TEST_CASE("hang timeout auto: the timeout learned from the intervals catches a l
   attempt.hang.learning.warmup_intervals = 5;
   attempt.hang.learning.floor = std::chrono::milliseconds(1000);
   // Steps of 0.1 s, then a silence of 60 s (the start-up timeout would wait it out).
-  attempt.workers = {Watched(Shell(0, "for i in $(seq 1 12); do echo step; sleep 0.1; done; "
-                                      "exec sleep 60"))};
+  attempt.workers = {Watched(Shell(0,
+                                   "for i in $(seq 1 12); do echo step; sleep 0.1; done; "
+                                   "exec sleep 60"))};
   std::vector<HangReport> hangs;
   std::vector<LearnedHangTimeout> learned;
   WorkerEvents events([](const WorkerExit&) {});
@@ -225,8 +227,8 @@ TEST_CASE("hang timeout auto: the timeout learned from the intervals catches a l
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
   REQUIRE_FALSE(learned.empty());
   CHECK(learned.front().timeout >= std::chrono::milliseconds(1000));
-  CHECK(learned.back().timeout == std::max(std::chrono::milliseconds(1000),
-                                           5 * learned.back().longest_interval));
+  CHECK(learned.back().timeout ==
+        std::max(std::chrono::milliseconds(1000), 5 * learned.back().longest_interval));
   CHECK_FALSE(hangs[0].startup);
   CHECK(hangs[0].progressed);
   CHECK_THAT(hangs[0].cause, Contains("after its last output at") && Contains("learned: 5 x"));
@@ -243,8 +245,9 @@ TEST_CASE("pulses on the worker's FIFO are progress, and the FIFO goes with the 
   AttemptLaunch attempt;
   attempt.attempt_dir = dir.path + "/attempt_0";
   attempt.hang.hang = std::chrono::milliseconds(1500);  // ample for a loaded machine
-  WorkerLaunch worker = Watched(Shell(0, "for i in $(seq 1 30); do echo > \"$DDPRUN_PULSE_FILE\"; "
-                                         "sleep 0.1; done"));
+  WorkerLaunch worker = Watched(Shell(0,
+                                      "for i in $(seq 1 30); do echo > \"$DDPRUN_PULSE_FILE\"; "
+                                      "sleep 0.1; done"));
   worker.pulse_file = attempt.attempt_dir + "/0/pulse";
   worker.env["DDPRUN_PULSE_FILE"] = worker.pulse_file;
   attempt.workers = {worker};

@@ -21,12 +21,12 @@ namespace {
 using namespace ddprun;
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
+using ddprun::testing::FakeClock;
 using elastic::AttemptLaunch;
 using elastic::HangReport;
 using launcher::process::WorkerWatchdog;
 using launcher::process::testing::RunUntil;
 using launcher::process::testing::TempDir;
-using ddprun::testing::FakeClock;
 
 // `ranks` workers, hang detection with `hang` between signs of progress and `startup` before the
 // first; no FIFOs.
@@ -45,8 +45,9 @@ AttemptLaunch Attempt(int ranks, std::chrono::milliseconds hang,
 
 struct Harness {
   explicit Harness(const AttemptLaunch& attempt)
-      : watchdog(io, attempt, [this](const HangReport& report) { hangs.push_back(report); },
-                 nullptr, clock) {}
+      : watchdog(
+            io, attempt, [this](const HangReport& report) { hangs.push_back(report); }, nullptr,
+            clock) {}
 
   // Evaluates the deadlines at the clock's time and delivers what that posted.
   void Check() {
@@ -107,7 +108,8 @@ TEST_CASE("watchdog: before its first sign of progress a rank has the start-up t
 TEST_CASE("watchdog: a file timer expires on the watchdog's wall clock",
           "[launcher][process][hang]") {
   // The timer's signal goes to this process only if the watchdog took it for a stranger's.
-  struct sigaction ignore {}, saved {};
+  struct sigaction ignore {
+  }, saved{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGUSR2, &ignore, &saved);
   TempDir dir;
@@ -116,10 +118,10 @@ TEST_CASE("watchdog: a file timer expires on the watchdog's wall clock",
   Harness h(attempt);
   h.watchdog.Arm({::getpid()});
   const double now_s = std::chrono::duration<double>(h.clock.WallNow().time_since_epoch()).count();
-  const std::string request = "{\"version\": 1, \"pid\": " + std::to_string(::getpid()) +
-                              ", \"scope_id\": \"step\", \"expiration_time\": " +
-                              std::to_string(now_s + 5) + ", \"signal\": " +
-                              std::to_string(SIGUSR2) + "}\n";
+  const std::string request =
+      "{\"version\": 1, \"pid\": " + std::to_string(::getpid()) +
+      ", \"scope_id\": \"step\", \"expiration_time\": " + std::to_string(now_s + 5) +
+      ", \"signal\": " + std::to_string(SIGUSR2) + "}\n";
   const int fd = ::open(attempt.timer_file.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   REQUIRE(fd >= 0);
   REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));

@@ -1,12 +1,12 @@
 // AgentTelemetry: the agent's events in (as elastic::Agent emits them), exact /healthz JSON and
 // Prometheus values out, on a fake clock; every event forwarded to the next sink.
-#include <catch2/catch.hpp>
+#include "launcher/telemetry/agent_telemetry.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 #include <sstream>
 #include <vector>
 
-#include "launcher/telemetry/agent_telemetry.h"
 #include "tests/unit/common/fake_clock.h"
 
 namespace ddprun::launcher::telemetry {
@@ -35,8 +35,11 @@ std::map<std::string, double> Samples(const std::string& text) {
 }
 
 json Context(int round, int restart_count) {
-  return {{"role", "default"}, {"host", "h"}, {"restart_count", restart_count},
-          {"round", round}, {"group_rank", 1}};
+  return {{"role", "default"},
+          {"host", "h"},
+          {"restart_count", restart_count},
+          {"round", round},
+          {"group_rank", 1}};
 }
 
 json With(json fields, const json& more) {
@@ -57,10 +60,14 @@ TEST_CASE("telemetry: before any round, nulls and state init, healthy", "[teleme
   AgentTelemetry telemetry(3, nullptr, clock);
   clock.Advance(std::chrono::milliseconds(1500));
   CHECK(telemetry.Healthy());
-  CHECK(telemetry.HealthJson() == json{{"state", "init"}, {"round", nullptr},
-                                       {"world_size", nullptr}, {"group_rank", nullptr},
-                                       {"restart_count", 0}, {"max_restarts", 3},
-                                       {"last_progress_age_s", nullptr}, {"uptime_s", 1.5},
+  CHECK(telemetry.HealthJson() == json{{"state", "init"},
+                                       {"round", nullptr},
+                                       {"world_size", nullptr},
+                                       {"group_rank", nullptr},
+                                       {"restart_count", 0},
+                                       {"max_restarts", 3},
+                                       {"last_progress_age_s", nullptr},
+                                       {"uptime_s", 1.5},
                                        {"hang_timeout_s", nullptr},
                                        {"hang_timeout_learned", false},
                                        {"hang_startup_timeout_s", nullptr}});
@@ -78,10 +85,15 @@ TEST_CASE("telemetry: a running round shows its round, world size, rank and prog
   AgentTelemetry telemetry(3, nullptr, clock);
   FormRound(telemetry, 0, 0);
   clock.Advance(std::chrono::milliseconds(2250));
-  CHECK(telemetry.HealthJson() == json{{"state", "healthy"}, {"round", 0}, {"world_size", 4},
-                                       {"group_rank", 1}, {"restart_count", 0},
-                                       {"max_restarts", 3}, {"last_progress_age_s", 2.25},
-                                       {"uptime_s", 2.25}, {"hang_timeout_s", nullptr},
+  CHECK(telemetry.HealthJson() == json{{"state", "healthy"},
+                                       {"round", 0},
+                                       {"world_size", 4},
+                                       {"group_rank", 1},
+                                       {"restart_count", 0},
+                                       {"max_restarts", 3},
+                                       {"last_progress_age_s", 2.25},
+                                       {"uptime_s", 2.25},
+                                       {"hang_timeout_s", nullptr},
                                        {"hang_timeout_learned", false},
                                        {"hang_startup_timeout_s", nullptr}});
   const auto samples = Samples(telemetry.MetricsText());
@@ -96,7 +108,8 @@ TEST_CASE("telemetry: the hang timeouts in force, a learned one once it is learn
           "[telemetry][hang]") {
   testing::FakeClock clock;
   AgentTelemetry telemetry(3, nullptr, clock);
-  telemetry.Record("workers_started", {{"ranks", {0, 1}}, {"hang_timeout_s", nullptr},
+  telemetry.Record("workers_started", {{"ranks", {0, 1}},
+                                       {"hang_timeout_s", nullptr},
                                        {"hang_timeout_learned", true},
                                        {"hang_startup_timeout_s", 600.0}});
   auto health = telemetry.HealthJson();
@@ -107,7 +120,8 @@ TEST_CASE("telemetry: the hang timeouts in force, a learned one once it is learn
   telemetry.Record("hang_timeout_learned", {{"timeout_s", 2.5}, {"longest_interval_s", 0.5}});
   CHECK(telemetry.HealthJson().at("hang_timeout_s") == 2.5);
   CHECK(Samples(telemetry.MetricsText()).at("ddprun_hang_timeout_seconds") == 2.5);
-  telemetry.Record("workers_started", {{"ranks", {0, 1}}, {"hang_timeout_s", 4.0},
+  telemetry.Record("workers_started", {{"ranks", {0, 1}},
+                                       {"hang_timeout_s", 4.0},
                                        {"hang_timeout_learned", true},
                                        {"hang_startup_timeout_s", 600.0}});
   CHECK(telemetry.HealthJson().at("hang_timeout_s") == 4.0);  // the next attempt starts with it
@@ -135,19 +149,19 @@ TEST_CASE("telemetry: a lost node, a failure and a hang move their counters by o
   AgentTelemetry telemetry(2, nullptr, clock);
   FormRound(telemetry, 0, 0);
   telemetry.Record("node_lost", With(Context(0, 0), {{"node", 0}, {"reason", "silent"}}));
-  telemetry.Record("worker_exited", With(Context(0, 0), {{"local_rank", 0}, {"exitcode", -15},
-                                                         {"expected", true}}));
-  telemetry.Record("worker_exited", With(Context(0, 0), {{"local_rank", 1}, {"exitcode", 0},
-                                                         {"expected", true}}));
+  telemetry.Record("worker_exited",
+                   With(Context(0, 0), {{"local_rank", 0}, {"exitcode", -15}, {"expected", true}}));
+  telemetry.Record("worker_exited",
+                   With(Context(0, 0), {{"local_rank", 1}, {"exitcode", 0}, {"expected", true}}));
   telemetry.Record("restart", With(Context(0, 0), {{"cause", "membership"}}));
   CHECK(telemetry.HealthJson()["state"] == "restarting");
   CHECK(telemetry.Healthy());  // a restart is the agent doing its job
   FormRound(telemetry, 1, 0);
   telemetry.Record("hang", With(Context(1, 0), {{"kind", "no_progress"}}));
-  telemetry.Record("worker_exited", With(Context(1, 0), {{"local_rank", 1}, {"exitcode", 1},
-                                                         {"expected", false}}));
-  telemetry.Record("worker_exited", With(Context(1, 0), {{"local_rank", 0}, {"exitcode", -15},
-                                                         {"expected", true}}));
+  telemetry.Record("worker_exited",
+                   With(Context(1, 0), {{"local_rank", 1}, {"exitcode", 1}, {"expected", false}}));
+  telemetry.Record("worker_exited",
+                   With(Context(1, 0), {{"local_rank", 0}, {"exitcode", -15}, {"expected", true}}));
   telemetry.Record("restart", With(Context(1, 0), {{"cause", "failure"}}));
   FormRound(telemetry, 2, 1);
   const auto samples = Samples(telemetry.MetricsText());
@@ -162,8 +176,7 @@ TEST_CASE("telemetry: a lost node, a failure and a hang move their counters by o
   CHECK(telemetry.HealthJson()["restart_count"] == 1);
 }
 
-TEST_CASE("telemetry: a signal or a failed finish answers unhealthy with a reason",
-          "[telemetry]") {
+TEST_CASE("telemetry: a signal or a failed finish answers unhealthy with a reason", "[telemetry]") {
   testing::FakeClock clock;
   AgentTelemetry telemetry(0, nullptr, clock);
   FormRound(telemetry, 0, 0);

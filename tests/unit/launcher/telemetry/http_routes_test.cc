@@ -1,14 +1,14 @@
 // The health endpoint's routes without sockets: status, content type and body per request.
+#include "launcher/telemetry/http_routes.h"
+
 #include <catch2/catch.hpp>
 
-#include "launcher/telemetry/http_routes.h"
 #include "tests/unit/common/fake_clock.h"
 
 namespace ddprun::launcher::telemetry {
 namespace {
 
-TEST_CASE("routes: /healthz and /health answer the health JSON, 200 while healthy",
-          "[telemetry]") {
+TEST_CASE("routes: /healthz and /health answer the health JSON, 200 while healthy", "[telemetry]") {
   testing::FakeClock clock;
   AgentTelemetry telemetry(2, nullptr, clock);
   for (const char* target : {"/healthz", "/health", "/healthz?verbose=1"}) {
@@ -25,8 +25,7 @@ TEST_CASE("routes: an unhealthy agent answers 503 with its reason", "[telemetry]
   telemetry.Record("finished", {{"state", "failed"}, {"exit_code", 3}, {"restart_count", 2}});
   const HttpAnswer answer = Answer("GET", "/healthz", telemetry);
   CHECK(answer.status == 503);
-  CHECK(nlohmann::json::parse(answer.body)["reason"] ==
-        "the agent finished: failed (exit code 3)");
+  CHECK(nlohmann::json::parse(answer.body)["reason"] == "the agent finished: failed (exit code 3)");
 }
 
 TEST_CASE("routes: /metrics is the Prometheus text format", "[telemetry]") {

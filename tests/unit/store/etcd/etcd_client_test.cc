@@ -1,17 +1,17 @@
 // The etcd v3 client (store/etcd/etcd_client.h) against a real etcd (Debian's etcd-server,
 // installed by scripts/install-deps.sh) started by the test on loopback: calls, fail-over from
 // a dead member, one line naming every bad endpoint, watches with deadlines and interruption.
-#include <catch2/catch.hpp>
+#include "store/etcd/etcd_client.h"
 
+#include <catch2/catch.hpp>
 #include <future>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/asio.h"
-#include "store/etcd/etcd_client.h"
-#include "store/tcp_store_server.h"
 #include "etcd_server.h"
+#include "store/tcp_store_server.h"
 
 namespace ddprun::store::etcd {
 namespace {
@@ -138,7 +138,8 @@ TEST_CASE("etcd watch: events arrive, deadlines return, Interrupt ends a wait", 
   REQUIRE(message->events.size() == 1);
   CHECK(message->events[0].kv.value == "hello");
 
-  auto blocked = std::async(std::launch::async, [&watch] { return watch.Next(Clock::now() + 60s); });
+  auto blocked =
+      std::async(std::launch::async, [&watch] { return watch.Next(Clock::now() + 60s); });
   REQUIRE(blocked.wait_for(100ms) == std::future_status::timeout);
   watch.Interrupt();
   REQUIRE(blocked.wait_for(5s) == std::future_status::ready);

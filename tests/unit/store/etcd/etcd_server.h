@@ -4,7 +4,6 @@
 // with certificates the test makes with the openssl command (a test CA, the members' and a
 // client's certificate).
 #pragma once
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -12,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -65,8 +65,8 @@ inline void Openssl(const std::string& dir, std::vector<std::string> args) {
 inline void MakeCa(const std::string& dir, const std::string& name) {
   const std::string at = dir + "/" + name;
   Openssl(dir, {"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                "-nodes", "-keyout", at + ".key", "-out", at + ".pem", "-days", "2",
-                "-subj", "/CN=ddprun test " + name, "-addext", "basicConstraints=critical,CA:TRUE",
+                "-nodes", "-keyout", at + ".key", "-out", at + ".pem", "-days", "2", "-subj",
+                "/CN=ddprun test " + name, "-addext", "basicConstraints=critical,CA:TRUE",
                 "-addext", "keyUsage=critical,keyCertSign"});
 }
 
@@ -76,10 +76,21 @@ inline void MakeCa(const std::string& dir, const std::string& name) {
 inline void MakeCert(const std::string& dir, const std::string& name, const std::string& ca,
                      const std::string& san) {
   const std::string at = dir + "/" + name;
-  std::vector<std::string> request{"req", "-new", "-newkey", "ec", "-pkeyopt",
-                                   "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", at + ".key",
-                                   "-out", at + ".csr", "-subj", "/CN=ddprun test " + name,
-                                   "-addext", "extendedKeyUsage=serverAuth,clientAuth"};
+  std::vector<std::string> request{"req",
+                                   "-new",
+                                   "-newkey",
+                                   "ec",
+                                   "-pkeyopt",
+                                   "ec_paramgen_curve:prime256v1",
+                                   "-nodes",
+                                   "-keyout",
+                                   at + ".key",
+                                   "-out",
+                                   at + ".csr",
+                                   "-subj",
+                                   "/CN=ddprun test " + name,
+                                   "-addext",
+                                   "extendedKeyUsage=serverAuth,clientAuth"};
   if (!san.empty()) request.insert(request.end(), {"-addext", "subjectAltName=" + san});
   Openssl(dir, request);
   const std::string by = dir + "/" + ca;
@@ -129,7 +140,8 @@ class EtcdCluster {
   }
   std::vector<HostPort> Endpoints() const {
     std::vector<HostPort> all;
-    for (std::size_t i = 0; i < client_ports_.size(); ++i) all.push_back(Endpoint(static_cast<int>(i)));
+    for (std::size_t i = 0; i < client_ports_.size(); ++i)
+      all.push_back(Endpoint(static_cast<int>(i)));
     return all;
   }
   // With tls: the test CA (ca.pem) and a client certificate it signed (client.pem, client.key).
@@ -181,12 +193,27 @@ class EtcdCluster {
     const std::string client = Url(client_ports_[member], options_.tls);
     const std::string peer = Url(peer_ports_[member]);
     const std::string log = dir_ + "/" + Name(member) + ".log";
-    std::vector<std::string> args{"/usr/bin/etcd", "--name", Name(member),
-                                  "--data-dir", dir_ + "/" + Name(member),
-                                  "--listen-client-urls", client, "--advertise-client-urls", client,
-                                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                  "--initial-cluster", cluster, "--initial-cluster-state", "new",
-                                  "--heartbeat-interval", "100", "--election-timeout", "1000"};
+    std::vector<std::string> args{"/usr/bin/etcd",
+                                  "--name",
+                                  Name(member),
+                                  "--data-dir",
+                                  dir_ + "/" + Name(member),
+                                  "--listen-client-urls",
+                                  client,
+                                  "--advertise-client-urls",
+                                  client,
+                                  "--listen-peer-urls",
+                                  peer,
+                                  "--initial-advertise-peer-urls",
+                                  peer,
+                                  "--initial-cluster",
+                                  cluster,
+                                  "--initial-cluster-state",
+                                  "new",
+                                  "--heartbeat-interval",
+                                  "100",
+                                  "--election-timeout",
+                                  "1000"};
     if (options_.tls) {
       args.insert(args.end(), {"--cert-file", dir_ + "/server.pem", "--key-file",
                                dir_ + "/server.key", "--trusted-ca-file", dir_ + "/ca.pem"});
@@ -241,7 +268,8 @@ class EtcdCluster {
           return false;
         }
         FAIL("etcd member " << Name(member) << (exited ? " exited" : " did not answer in 30 s")
-             << ": " << error << "; " << SpaceLeft() << "; the end of its log:\n" << log);
+                            << ": " << error << "; " << SpaceLeft() << "; the end of its log:\n"
+                            << log);
       }
       std::this_thread::sleep_for(50ms);  // etcd has no readiness event to wait on
     }

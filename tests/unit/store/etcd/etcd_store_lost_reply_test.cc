@@ -5,7 +5,6 @@
 // ADD commits between the lost reply and the retry (the rendezvous takes `Add(k, 1) == 1` as
 // "first", so two ADDs must never return the same value).
 #include <catch2/catch.hpp>
-
 #include <functional>
 #include <memory>
 #include <string>
@@ -61,7 +60,8 @@ EtcdRoundTripWrap LoseRepliesOf(std::shared_ptr<ReplyLoss> loss) {
 }
 
 // Arms `loss` for the next ADD; afterwards, the members it asked.
-void Arm(ReplyLoss& loss, std::function<void()> between = [] {}) {
+void Arm(
+    ReplyLoss& loss, std::function<void()> between = [] {}) {
   loss.armed = true;
   loss.between = std::move(between);
   loss.members.clear();

@@ -2,16 +2,16 @@
 // TCPStore semantics the dynamic rendezvous relies on (ADD under contention, COMPARE_SET's
 // missing-key rule, waits woken by a put and bounded by their timeout, Interrupt), and prefix
 // isolation between jobs.
-#include <catch2/catch.hpp>
+#include "store/etcd/etcd_store.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <future>
 #include <thread>
 #include <vector>
 
 #include "etcd_server.h"
 #include "rendezvous/dynamic_rendezvous.h"
-#include "store/etcd/etcd_store.h"
 
 namespace ddprun::store::etcd {
 namespace {
@@ -78,7 +78,7 @@ TEST_CASE("etcd store: counters as TCPStore's, over delta keys", "[etcd][store]"
   CHECK(store.Check({"fresh"}));  // created by its first ADD: waits and CHECK see it
   CHECK(store.Add("fresh", -1) == 2);
   CHECK(store.GetString("fresh") == "2");
-  CHECK(store.NumKeys() == 2);  // the deltas live outside the prefix
+  CHECK(store.NumKeys() == 2);   // the deltas live outside the prefix
   store.SetString("hint", "5");  // SET then ADD: the set value is the base
   CHECK(store.Add("hint", 0) == 5);
   CHECK(store.Add("hint", 2) == 7);

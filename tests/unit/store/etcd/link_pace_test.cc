@@ -1,10 +1,11 @@
 // The etcd client's timeout that fits the link (store/etcd/link_pace.h): LinkPace's arithmetic,
 // and the client against a fake member whose answers take as long as the test says, as etcd's
 // linearizable requests do over slow links (chaos seed `e` 5).
+#include "store/etcd/link_pace.h"
+
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -12,7 +13,6 @@
 
 #include "common/asio.h"
 #include "store/etcd/etcd_client.h"
-#include "store/etcd/link_pace.h"
 
 namespace ddprun::store::etcd {
 namespace {
@@ -85,9 +85,10 @@ void Range(EtcdClient& client) { client.Call("/v3/kv/range", RangeBody("a")); }
 
 }  // namespace
 
-TEST_CASE("etcd link pace: the configured timeout on a fast link, three times the slowest "
-          "recent answer on a slow one, at most twice the configured",
-          "[etcd]") {
+TEST_CASE(
+    "etcd link pace: the configured timeout on a fast link, three times the slowest "
+    "recent answer on a slow one, at most twice the configured",
+    "[etcd]") {
   LinkPace pace(1500ms);
   CHECK(pace.Timeout() == 1500ms);
   pace.Answered(20ms);
