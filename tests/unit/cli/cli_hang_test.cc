@@ -1,5 +1,6 @@
 // Hang detection's options: --hang-timeout (seconds or auto), the start-up timeout, the learning
-// of auto, --max-no-progress-hangs, their PET_ defaults, their refusals and the dry run.
+// of auto, --max-no-progress-hangs, their PET_ defaults, their refusals and the dry run
+// (the hang timeouts, the file timer).
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <sstream>
@@ -179,4 +180,17 @@ TEST_CASE("the dry run shows both hang timeouts and whether the first is learned
                              "signs of progress, learned after 20 intervals of a rank, at least "
                              "30 s)\n") &&
                  Catch::Contains("hang_startup_timeout: 300 s before"));
+}
+
+TEST_CASE("the dry run shows the file timer, a random path as such", "[cli][hang]") {
+  const Env on = {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}};
+  std::ostringstream drawn, given;
+  ddprun::launcher::PrintDryRun(drawn, ConfigWith({}), on, on);
+  Env with_file = on;
+  with_file["TORCHELASTIC_TIMER_FILE"] = "/run/t";
+  ddprun::launcher::PrintDryRun(given, ConfigWith({}), with_file, with_file);
+  const std::string drawn_path = "<temporary directory>/ddprun-timer-<random hex>";
+  CHECK_THAT(drawn.str(), Catch::Contains("file_timer       : " + drawn_path + "\n") &&
+                              Catch::Contains("env: TORCHELASTIC_TIMER_FILE=" + drawn_path));
+  CHECK_THAT(given.str(), Catch::Contains("file_timer       : /run/t\n"));
 }

@@ -1,5 +1,6 @@
 // The command-line tests' helpers: a directory of scripts to name, a fake environment and GPU
-// count, and ParseCommandLine's outcome as a config or as its one-line error.
+// count, ParseCommandLine's outcome as a config or as its one-line error (as ddprun or as
+// ddprun-launch), and the workers' command lines as --dry_run shows them.
 #pragma once
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,10 +10,12 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/cli.h"
+#include "launcher/dry_run.h"
 #include "tests/unit/cli/one_line_usage_error.h"
 
 namespace ddprun::cli::testing {
@@ -84,6 +87,31 @@ inline std::string ErrorOf(const Args& args, const Env& env = {}) {
 inline std::string ErrorWith(Args options, const Env& env = {}) {
   options.push_back(Train());
   return ErrorOf(options, env);
+}
+
+// As ddprun-launch (torch.distributed.launch's stand-in).
+inline elastic::LaunchConfig LegacyConfig(const Args& args, const Env& env = {}) {
+  const CliResult result =
+      ParseCommandLine(args, FakeEnv(env), Gpus(0), Personality::kLegacyLaunch);
+  REQUIRE(result.action == CliResult::Action::kRun);
+  return result.config;
+}
+
+inline std::string LegacyError(const Args& args) {
+  return OneLineUsageError(
+      [&] { ParseCommandLine(args, FakeEnv({}), Gpus(0), Personality::kLegacyLaunch); });
+}
+
+// Each worker's command line (by local rank) as --dry_run shows it.
+inline std::vector<std::string> DryRunCommands(const elastic::LaunchConfig& config) {
+  std::ostringstream out;
+  launcher::PrintDryRun(out, config, {}, {});
+  std::vector<std::string> commands;
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("  command: ")) commands.push_back(line.substr(11));
+  }
+  return commands;
 }
 
 }  // namespace ddprun::cli::testing

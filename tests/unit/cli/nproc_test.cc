@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/errors.h"
+#include "tests/unit/cli/cli_test_util.h"
 
 using ddprun::UsageError;
 using ddprun::cli::CudaDeviceCount;
@@ -10,6 +11,11 @@ using ddprun::cli::GpuCount;
 using ddprun::cli::GpuCounter;
 using ddprun::cli::OnlineCpuCount;
 using ddprun::cli::ResolveNprocPerNode;
+// ParseCommandLine's outcome (this file's Gpus and ErrorOf are ResolveNprocPerNode's).
+using ddprun::cli::testing::Config;
+using ddprun::cli::testing::ConfigWith;
+using ddprun::cli::testing::ErrorWith;
+using ddprun::cli::testing::Train;
 
 namespace {
 
@@ -75,4 +81,20 @@ TEST_CASE("CudaDeviceCount works with or without a driver", "[nproc]") {
   const GpuCount found = CudaDeviceCount();
   CHECK(found.count >= 0);
   if (found.count == 0) CHECK_FALSE(found.reason.empty());
+}
+
+TEST_CASE("option --nproc_per_node validation and resolution", "[cli]") {
+  for (const std::string bad : {"-1", "0", "foo"}) {
+    const std::string message = ErrorWith({"--nproc_per_node=" + bad});
+    CHECK_THAT(message, Catch::StartsWith("--nproc_per_node=" + bad + ": "));
+    CHECK_THAT(message, Catch::Contains("positive integer, auto, cpu or gpu"));
+  }
+  CHECK(Config({"--nproc_per_node=gpu", Train()}, {}, 4).nproc_per_node == 4);
+  CHECK(Config({"--nproc_per_node=gpu", Train()}, {}, 4).nproc_per_node_text == "gpu");
+  CHECK(Config({"--nproc_per_node=auto", Train()}, {}, 2).nproc_per_node == 2);
+  CHECK(Config({"--nproc_per_node=auto", Train()}, {}, 0).nproc_per_node ==
+        ddprun::cli::OnlineCpuCount());
+  CHECK(ConfigWith({"--nproc_per_node=cpu"}).nproc_per_node == ddprun::cli::OnlineCpuCount());
+  CHECK(ErrorWith({"--nproc_per_node=gpu"}) ==
+        "--nproc_per_node=gpu: no CUDA GPU found (no driver in tests); use an integer or cpu");
 }
