@@ -3,10 +3,10 @@
 #include <map>
 #include <optional>
 
-#include "common/errors.h"
 #include "cli/cli.h"
 #include "cli/cli_internal.h"
 #include "cli/env_presets.h"
+#include "common/errors.h"
 
 namespace {
 
@@ -24,10 +24,9 @@ CliResult Parse(const Args& args) {
 }  // namespace
 
 TEST_CASE("option --print-completion prints each shell's script and exits", "[cli][completion]") {
-  const std::map<std::string, std::string> markers = {
-      {"bash", "complete -F _ddprun ddprun"},
-      {"zsh", "#compdef ddprun"},
-      {"fish", "complete -c ddprun"}};
+  const std::map<std::string, std::string> markers = {{"bash", "complete -F _ddprun ddprun"},
+                                                      {"zsh", "#compdef ddprun"},
+                                                      {"fish", "complete -c ddprun"}};
   for (const auto& [shell, marker] : markers) {
     for (const Args& args : {Args{"--print-completion", shell}, Args{"--print_completion=" + shell},
                              Args{"--print-comp", shell}}) {

@@ -115,7 +115,8 @@ TEST_CASE("the training script must exist", "[cli]") {
   CHECK_THAT(ErrorOf({"--run_path", missing}), Catch::Contains(missing));
   CHECK_THAT(ErrorOf({"--no_python", missing}), Catch::Contains("'" + missing + "': no such file"));
   // An existing file that cannot be executed is left to the spawner (exit 126 with the reason).
-  CHECK(Config({"--no_python", Files().Path("data")}).run_mode == ddprun::elastic::RunMode::kNoPython);
+  CHECK(Config({"--no_python", Files().Path("data")}).run_mode ==
+        ddprun::elastic::RunMode::kNoPython);
   CHECK(Config({"--no_python", "trainer"}, {{"PATH", "/nonexistent:" + Files().Dir()}})
             .training_script == "trainer");
   CHECK_THAT(ErrorOf({"--no_python", "trainer"}, {{"PATH", "/nonexistent"}}),

@@ -63,8 +63,8 @@ TEST_CASE("hang options that need hang detection are refused without it", "[cli]
                                "which is off; add --hang-timeout=SECONDS or --hang-timeout=auto"));
   CHECK_THAT(ErrorWith({"--hang-timeout=0", "--hang-startup-timeout=10"}),
              Catch::StartsWith("--hang_startup_timeout=10: applies only with hang detection"));
-  for (const std::string flag : {"--hang-timeout-factor=3", "--hang-timeout-warmup=3",
-                                 "--hang-timeout-floor=3"}) {
+  for (const std::string flag :
+       {"--hang-timeout-factor=3", "--hang-timeout-warmup=3", "--hang-timeout-floor=3"}) {
     INFO(flag);
     CHECK_THAT(ErrorWith({"--hang-timeout=5", flag}),
                Catch::Contains(": applies only to a learned hang timeout; add "
@@ -81,9 +81,9 @@ TEST_CASE("bad values of the hang options: one line, exit 2", "[cli][hang]") {
   };
   for (const std::string bad : {"-1", "0", "abc", "", "nan", "inf"}) {
     INFO(bad);
-    CHECK_THAT(error("--hang-startup-timeout=" + bad),
-               Catch::StartsWith("--hang_startup_timeout=" + bad +
-                                 ": must be a number of seconds > 0"));
+    CHECK_THAT(
+        error("--hang-startup-timeout=" + bad),
+        Catch::StartsWith("--hang_startup_timeout=" + bad + ": must be a number of seconds > 0"));
     CHECK_THAT(error("--hang-timeout-floor=" + bad),
                Catch::StartsWith("--hang_timeout_floor=" + bad + ": must be a number of seconds"));
   }
@@ -95,9 +95,9 @@ TEST_CASE("bad values of the hang options: one line, exit 2", "[cli][hang]") {
   CHECK_THAT(error("--hang-startup-timeout=2e9"), Catch::Contains("must be at most 1e9"));
   for (const std::string bad : {"0.5", "0", "-2", "x", "auto", "1001"}) {
     INFO(bad);
-    CHECK_THAT(error("--hang-timeout-factor=" + bad),
-               Catch::StartsWith("--hang_timeout_factor=" + bad) &&
-                   Catch::Contains("must be a number"));
+    CHECK_THAT(
+        error("--hang-timeout-factor=" + bad),
+        Catch::StartsWith("--hang_timeout_factor=" + bad) && Catch::Contains("must be a number"));
   }
   for (const std::string bad : {"0", "-1", "1.5", "x", "auto"}) {
     INFO(bad);
@@ -139,9 +139,9 @@ TEST_CASE("hang options default to their PET_ variables, the flags win", "[cli][
 
 TEST_CASE("option --hang_timeout and its companions are ddprun extensions in --help",
           "[cli][hang]") {
-  for (const std::string dest : {"hang_timeout", "hang_startup_timeout", "hang_timeout_factor",
-                                 "hang_timeout_warmup", "hang_timeout_floor",
-                                 "max_no_progress_hangs"}) {
+  for (const std::string dest :
+       {"hang_timeout", "hang_startup_timeout", "hang_timeout_factor", "hang_timeout_warmup",
+        "hang_timeout_floor", "max_no_progress_hangs"}) {
     INFO(dest);
     const cli::OptionSpec* spec = cli::FindOption(dest);
     REQUIRE(spec != nullptr);
@@ -158,8 +158,7 @@ TEST_CASE("option --hang_timeout and its companions are ddprun extensions in --h
                             Catch::Contains("[PET_MAX_NO_PROGRESS_HANGS]"));
 }
 
-TEST_CASE("the dry run shows both hang timeouts and whether the first is learned",
-          "[cli][hang]") {
+TEST_CASE("the dry run shows both hang timeouts and whether the first is learned", "[cli][hang]") {
   std::ostringstream off, fixed, learned;
   ddprun::launcher::PrintDryRun(off, ConfigWith({}), {}, {});
   ddprun::launcher::PrintDryRun(fixed, ConfigWith({"--hang-timeout=90.5"}), {}, {});

@@ -13,15 +13,15 @@ using namespace ddprun::cli::testing;
 
 TEST_CASE("static --rdzv_endpoint gives the master, as torchrun", "[cli]") {
   // PyTorch's ddp-tutorial-series run_example.sh and HF accelerate's multi-machine launch.
-  const LaunchConfig single = ConfigWith({"--nnodes=1", "--rdzv_id=101",
-                                          "--rdzv_endpoint=localhost:5972"});
+  const LaunchConfig single =
+      ConfigWith({"--nnodes=1", "--rdzv_id=101", "--rdzv_endpoint=localhost:5972"});
   CHECK_FALSE(single.standalone);
   CHECK(single.rdzv_backend == "static");
   CHECK(single.master_addr == "localhost");
   CHECK(single.master_port == 5972);
   const LaunchConfig node1 =
-      ConfigWith({"--rdzv_backend", "static", "--rdzv_endpoint", "10.0.0.7:6000", "--nnodes",
-                  "2", "--node_rank", "1", "--master_addr=ignored", "--master_port=1"});
+      ConfigWith({"--rdzv_backend", "static", "--rdzv_endpoint", "10.0.0.7:6000", "--nnodes", "2",
+                  "--node_rank", "1", "--master_addr=ignored", "--master_port=1"});
   CHECK(node1.master_addr == "10.0.0.7");
   CHECK(node1.master_port == 6000);
   CHECK(node1.rdzv_endpoint == "10.0.0.7:6000");
@@ -53,17 +53,18 @@ TEST_CASE("the etcd rdzv_conf keys: protocol, TLS files, etcd_prefix", "[cli]") 
     return ConfigWith({"--rdzv_backend=etcd", "--rdzv_endpoint=h", "--rdzv_conf=" + conf});
   };
   const std::string pem = Files().Path("data");  // any readable file passes the CLI
-  const auto tls = etcd("protocol=https,cacert=" + pem + ",cert=" + pem + ",key=" + pem +
-                        ",etcd_prefix=/team")
-                       .rdzv_settings;
+  const auto tls =
+      etcd("protocol=https,cacert=" + pem + ",cert=" + pem + ",key=" + pem + ",etcd_prefix=/team")
+          .rdzv_settings;
   CHECK(tls.etcd_tls);
   CHECK(tls.etcd_cacert == pem);
   CHECK(tls.etcd_cert == pem);
   CHECK(tls.etcd_key == pem);
   CHECK(tls.etcd_prefix == "/team/");
   // etcd-v2's spellings of the same files.
-  const auto v2 = etcd("protocol=https,ca_cert=" + pem + ",ssl_cert=" + pem + ",ssl_cert_key=" + pem)
-                      .rdzv_settings;
+  const auto v2 =
+      etcd("protocol=https,ca_cert=" + pem + ",ssl_cert=" + pem + ",ssl_cert_key=" + pem)
+          .rdzv_settings;
   CHECK(v2.etcd_cacert == pem);
   CHECK(v2.etcd_key == pem);
   CHECK(etcd("join_timeout=5").rdzv_settings.etcd_prefix == "/ddprun/");
@@ -97,8 +98,8 @@ TEST_CASE("elastic c10d lines need an endpoint, named as the user wrote them", "
              Catch::StartsWith("--nnodes=2 with --rdzv_backend=c10d: ") &&
                  Catch::Contains("--rdzv_endpoint"));
   // Kubeflow's elastic PyTorchJob: everything from PET_*.
-  const Env kubeflow = {{"PET_NNODES", "1:3"}, {"PET_RDZV_BACKEND", "c10d"},
-                        {"PET_RDZV_ID", "job"}};
+  const Env kubeflow = {
+      {"PET_NNODES", "1:3"}, {"PET_RDZV_BACKEND", "c10d"}, {"PET_RDZV_ID", "job"}};
   CHECK_THAT(ErrorOf({Train()}, kubeflow),
              Catch::StartsWith("PET_NNODES=1:3 with PET_RDZV_BACKEND=c10d: "));
   Env with_endpoint = kubeflow;
@@ -140,8 +141,8 @@ TEST_CASE("rdzv_conf values are parsed once, with torchrun's defaults", "[cli]")
   CHECK_THAT(ErrorOf({Train()}, {{"PET_RDZV_CONF", "is_host=maybe"}}),
              Catch::StartsWith("PET_RDZV_CONF is_host=maybe: "));
   // Found by fuzz/cli_values_fuzzer.cc: rounded to the millisecond, never 0 ms, at most 1e9 s.
-  const auto rounded = settings({"--rdzv_backend=c10d",
-                                 "--rdzv_conf=join_timeout=1.001,keep_alive_interval=0.0001"});
+  const auto rounded = settings(
+      {"--rdzv_backend=c10d", "--rdzv_conf=join_timeout=1.001,keep_alive_interval=0.0001"});
   CHECK(rounded.join_timeout == std::chrono::milliseconds(1001));
   CHECK(rounded.keep_alive_interval == std::chrono::milliseconds(1));
   CHECK(settings({"--rdzv_conf=timeout=1e9"}).join_timeout == std::chrono::seconds(1'000'000'000));

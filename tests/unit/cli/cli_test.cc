@@ -98,9 +98,9 @@ TEST_CASE("option --help and --version print and exit", "[cli]") {
     CHECK_THAT(
         result.text,
         Catch::Contains("usage: ddprun [options] training_script [training_script_args...]"));
-    for (const char* group : {"Worker/node size:", "Rendezvous:", "User-code launch:", "Logging:",
-                              "torchrun compatibility:", "--nproc-per-node",
-                              "[PET_NPROC_PER_NODE]", "--dry_run"}) {
+    for (const char* group :
+         {"Worker/node size:", "Rendezvous:", "User-code launch:", "Logging:",
+          "torchrun compatibility:", "--nproc-per-node", "[PET_NPROC_PER_NODE]", "--dry_run"}) {
       CHECK_THAT(result.text, Catch::Contains(group));
     }
     // No option is accepted without effect any more (issue 25).

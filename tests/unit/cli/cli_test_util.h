@@ -27,7 +27,8 @@ using Env = std::map<std::string, std::string>;
 class Scripts {
  public:
   Scripts() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "ddprun_cli_test_XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "ddprun_cli_test_XXXXXX").string();
     dir_ = ::mkdtemp(pattern.data());
     Write("train.py", 0644);
     Write("trainer", 0755);

@@ -7,23 +7,23 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "common/errors.h"
 #include "cli/cli.h"
+#include "common/errors.h"
 #include "launcher/dry_run.h"
 #include "tests/unit/cli/one_line_usage_error.h"
 
 namespace {
 
 using ddprun::UsageError;
-using ddprun::cli::testing::OneLineUsageError;
-using ddprun::elastic::EnvPresetSetting;
-using ddprun::elastic::LaunchConfig;
 using ddprun::cli::CliResult;
 using ddprun::cli::EnvLookup;
 using ddprun::cli::ExpandSlurmHostlist;
 using ddprun::cli::FirstSlurmHost;
 using ddprun::cli::GpuCount;
 using ddprun::cli::ResolveEnvPreset;
+using ddprun::cli::testing::OneLineUsageError;
+using ddprun::elastic::EnvPresetSetting;
+using ddprun::elastic::LaunchConfig;
 using Env = std::map<std::string, std::string>;
 using Hosts = std::vector<std::string>;
 using Args = std::vector<std::string>;
@@ -211,8 +211,8 @@ TEST_CASE("slurm inside a job step: the step's nodes, not the job's", "[env_pres
 
 TEST_CASE("slurm: a step with more than one task per node is refused", "[env_presets]") {
   // srun without --ntasks-per-node=1 in a job of #SBATCH --ntasks-per-node=2.
-  const Env env = With(With(kSlurmStepOnN2, "SLURM_STEP_NUM_TASKS", "4"),
-                       "SLURM_STEP_TASKS_PER_NODE", "2(x2)");
+  const Env env =
+      With(With(kSlurmStepOnN2, "SLURM_STEP_NUM_TASKS", "4"), "SLURM_STEP_TASKS_PER_NODE", "2(x2)");
   CHECK(PresetError("slurm", env) ==
         "--env_preset=slurm: SLURM_STEP_NUM_TASKS=4: expected one task per node "
         "(SLURM_STEP_NUM_NODES=2); start ddprun with srun --ntasks-per-node=1");

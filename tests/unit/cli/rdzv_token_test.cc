@@ -2,18 +2,19 @@
 // $DDPRUN_RDZV_TOKEN_FILE, then $DDPRUN_RDZV_TOKEN; never the command line itself; files
 // others can read and short tokens refused with the fix; the token kept out of the workers'
 // environment.
-#include <catch2/catch.hpp>
+#include "cli/rdzv_token.h"
+
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "common/errors.h"
 #include "elastic/worker_env.h"
-#include "cli/rdzv_token.h"
 #include "store/store_auth.h"
 
 namespace ddprun::launcher {
@@ -44,7 +45,8 @@ cli::EnvLookup Env(std::map<std::string, std::string> vars) {
   };
 }
 
-std::optional<cli::RendezvousToken> Read(const Conf& conf, std::map<std::string, std::string> env = {}) {
+std::optional<cli::RendezvousToken> Read(const Conf& conf,
+                                         std::map<std::string, std::string> env = {}) {
   return cli::ReadRendezvousToken(conf, "--rdzv_conf", Env(std::move(env)));
 }
 
@@ -66,8 +68,8 @@ TEST_CASE("the token comes from a file, the file variable, or the variable", "[c
   const std::string file = dir.Write("job.token", "secret-from-the-file-0123\n");
   const std::string other = dir.Write("other.token", "secret-from-the-variable-file");
 
-  const auto from_conf = Read({{"token_file", file}},
-                              {{"DDPRUN_RDZV_TOKEN_FILE", other}, {"DDPRUN_RDZV_TOKEN", "x"}});
+  const auto from_conf =
+      Read({{"token_file", file}}, {{"DDPRUN_RDZV_TOKEN_FILE", other}, {"DDPRUN_RDZV_TOKEN", "x"}});
   REQUIRE(from_conf);
   CHECK(from_conf->source == "file " + file);
   CHECK(SameSecret(*from_conf->key, "secret-from-the-file-0123"));  // newline dropped
@@ -92,9 +94,9 @@ TEST_CASE("a token is refused on the command line, short, or in a file others re
                     Catch::Contains("5 bytes") && Catch::Contains("at least 16"));
   const std::string open = dir.Write("open.token", "secret-from-the-file-0123", 0644);
   CHECK_THROWS_WITH(Read({{"token_file", open}}), Catch::Contains("chmod o-rw " + open));
-  CHECK_THROWS_WITH(Read({{"token_file", dir.path + "/missing"}}),
-                    Catch::Contains("token_file=" + dir.path + "/missing") &&
-                        Catch::Contains("No such file"));
+  CHECK_THROWS_WITH(
+      Read({{"token_file", dir.path + "/missing"}}),
+      Catch::Contains("token_file=" + dir.path + "/missing") && Catch::Contains("No such file"));
   CHECK_THROWS_AS(Read({{"token_file", dir.path}}), UsageError);  // a directory
   const std::string group = dir.Write("group.token", "secret-from-the-file-0123", 0640);
   CHECK(Read({{"token_file", group}}));  // a group may share it
