@@ -7,15 +7,19 @@
   and a tearDown that SIGKILLs every leftover process carrying that marker (workers run in
   their own process groups, so killing the launcher's group is not enough).
 - No sleeps as synchronisation: wait_for() polls a condition until a deadline.
+- SourceTreeCopy: a copy of some of the repository's folders to edit, for the tests of the
+  source checks in scripts/ (layers, clock reads, format).
 - Process state comes from /proc/PID/stat; a zombie (Z) or a missing entry counts as dead,
   because a PDEATHSIG-killed worker stays a zombie under PID 1 for about a second.
 """
 import glob
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -287,6 +291,44 @@ class DdprunTestCase(unittest.TestCase):
         for bad in ("terminate called", "what():", "Segmentation fault", "core dumped",
                     "AddressSanitizer", "std::exception"):
             self.assertNotIn(bad, result.stderr, result.describe())
+
+
+class SourceTreeCopy:
+    """Mixin for a unittest.TestCase: copy_tree() puts the named repository folders (and files)
+    into a temp dir (self.tmp, removed after the test), edit() changes one file of the copy, and
+    run_script()/assert_script_refuses() run a source check of scripts/ on a tree."""
+
+    def copy_tree(self, prefix, folders, ignore=()):
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        for name in folders:
+            source, target = os.path.join(REPO_ROOT, name), os.path.join(self.tmp, name)
+            if os.path.isdir(source):
+                shutil.copytree(source, target, ignore=shutil.ignore_patterns(*ignore))
+            else:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                shutil.copy(source, target)
+
+    def edit(self, rel, old, new):
+        """Replaces the first `old` in the copy's `rel` (which must hold it) by `new`."""
+        path = os.path.join(self.tmp, rel)
+        with open(path) as f:
+            text = f.read()
+        self.assertIn(old, text, rel)
+        with open(path, "w") as f:
+            f.write(text.replace(old, new, 1))
+
+    @staticmethod
+    def run_script(script, root, timeout=60):
+        return subprocess.run([sys.executable, os.path.join(REPO_ROOT, "scripts", script), root],
+                              capture_output=True, text=True, timeout=timeout)
+
+    def assert_script_refuses(self, result, summary, *expected):
+        """The check exited 1, said each of `expected` on stdout and `summary` on stderr."""
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+        for text in expected:
+            self.assertIn(text, result.stdout)
+        self.assertIn(summary, result.stderr)
 
 
 def _text(data):

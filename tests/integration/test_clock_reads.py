@@ -3,47 +3,25 @@ passes on the tree, and fails, naming the file and the line, on a copy with a re
 policy code (directly or through an alias of a std::chrono clock), or with an allow-list entry
 whose file reads no clock any more. Comments and tests are not code it judges."""
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import unittest
 
-from ddprun_testlib import REPO_ROOT
+from ddprun_testlib import REPO_ROOT, SourceTreeCopy
 
-CHECK = os.path.join(REPO_ROOT, "scripts", "check_clock_reads.py")
 FOLDERS = ["common", "store", "rendezvous", "elastic", "cli", "launcher", "worker", "tools",
            "bench"]
 WATCHDOG = "launcher/process/worker_watchdog.cc"
 
 
 def run_check(root):
-    return subprocess.run([sys.executable, CHECK, root], capture_output=True, text=True,
-                          timeout=60)
+    return SourceTreeCopy.run_script("check_clock_reads.py", root)
 
 
-class ClockReadsTest(unittest.TestCase):
+class ClockReadsTest(SourceTreeCopy, unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ddprun-clock-reads-")
-        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
-        for folder in FOLDERS:
-            shutil.copytree(os.path.join(REPO_ROOT, folder), os.path.join(self.tmp, folder),
-                            ignore=shutil.ignore_patterns("build*", "*.py", "*.md"))
-
-    def edit(self, rel, old, new):
-        path = os.path.join(self.tmp, rel)
-        with open(path) as f:
-            text = f.read()
-        self.assertIn(old, text, rel)
-        with open(path, "w") as f:
-            f.write(text.replace(old, new, 1))
+        self.copy_tree("ddprun-clock-reads-", FOLDERS, ignore=("build*", "*.py", "*.md"))
 
     def assert_refused(self, *expected):
-        result = run_check(self.tmp)
-        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
-        for text in expected:
-            self.assertIn(text, result.stdout)
-        self.assertIn("check_clock_reads: 1 problem", result.stderr)
+        self.assert_script_refuses(run_check(self.tmp), "check_clock_reads: 1 problem", *expected)
 
     def test_the_tree_reads_clocks_only_where_allowed(self):
         result = run_check(REPO_ROOT)

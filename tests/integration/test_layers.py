@@ -2,46 +2,25 @@
 the file and the rule, on a copy with an include, a link or a namespace that goes up; the built
 worker library and ddprun-store hold neither the etcd client nor the launcher."""
 import os
-import shutil
 import subprocess
-import sys
-import tempfile
 import unittest
 
-from ddprun_testlib import BUILD_DIR, REPO_ROOT
+from ddprun_testlib import BUILD_DIR, REPO_ROOT, SourceTreeCopy
 
-CHECK = os.path.join(REPO_ROOT, "scripts", "check_layers.py")
 FOLDERS = ["common", "completion", "store", "rendezvous", "elastic", "cli", "launcher", "worker",
            "tools"]
 
 
 def run_check(root):
-    return subprocess.run([sys.executable, CHECK, root], capture_output=True, text=True,
-                          timeout=60)
+    return SourceTreeCopy.run_script("check_layers.py", root)
 
 
-class LayersTest(unittest.TestCase):
+class LayersTest(SourceTreeCopy, unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ddprun-layers-")
-        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
-        for folder in FOLDERS:
-            shutil.copytree(os.path.join(REPO_ROOT, folder), os.path.join(self.tmp, folder),
-                            ignore=shutil.ignore_patterns("*.py", "*.md", "*.scd", "*.in"))
-
-    def edit(self, rel, old, new):
-        path = os.path.join(self.tmp, rel)
-        with open(path) as f:
-            text = f.read()
-        self.assertIn(old, text, rel)
-        with open(path, "w") as f:
-            f.write(text.replace(old, new, 1))
+        self.copy_tree("ddprun-layers-", FOLDERS, ignore=("*.py", "*.md", "*.scd", "*.in"))
 
     def assert_refused(self, *expected):
-        result = run_check(self.tmp)
-        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
-        for text in expected:
-            self.assertIn(text, result.stdout)
-        self.assertIn("up the layers", result.stderr)
+        self.assert_script_refuses(run_check(self.tmp), "up the layers", *expected)
 
     def test_the_tree_points_down(self):
         result = run_check(REPO_ROOT)
