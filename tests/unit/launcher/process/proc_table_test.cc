@@ -46,28 +46,59 @@ TEST_CASE("the /proc table lists this process in its session", "[launcher][orpha
   CHECK(found);
 }
 
+namespace {
+// A child in a session of its own that pauses until killed. The destructor kills and reaps it
+// unless the test reaped it already, so a failed REQUIRE leaves no process behind.
+struct SessionLeader {
+  pid_t pid = -1;
+  bool reaped = false;
+  SessionLeader() : pid(fork()) {
+    if (pid == 0) {
+      setsid();
+      for (;;) pause();
+    }
+    // Wait (bounded) until the child has its own session.
+    for (int tries = 0; pid > 0 && tries < 2000 && getsid(pid) != pid; ++tries) usleep(1000);
+  }
+  SessionLeader(const SessionLeader&) = delete;
+  SessionLeader& operator=(const SessionLeader&) = delete;
+  ~SessionLeader() {
+    if (pid <= 0 || reaped) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+};
+}  // namespace
+
+// The child's session is made here, so the test does not depend on where it runs (a CI
+// container may put this process and pid 1 in the same session, 0).
 TEST_CASE("the /proc table lists the asked sessions' processes only", "[launcher][orphans]") {
+  SessionLeader leader;
+  const pid_t child = leader.pid;
+  REQUIRE(child > 0);
+  REQUIRE(getsid(child) == child);
   launcher::process::ProcProcessTable table;
-  const std::set<int> ours{getsid(0)};
-  const auto listed = table.Snapshot(ours);
-  CHECK_FALSE(listed.empty());
-  for (const auto& process : listed) CHECK(process.session == getsid(0));
-  const int init_session = getsid(1);  // pid 1 leads its session, never this test's
-  REQUIRE(init_session != getsid(0));
-  for (const auto& process : table.Snapshot(ours)) CHECK(process.pid != 1);
+  const auto in_child_session = table.Snapshot({child});
+  CHECK(in_child_session.size() == 1);
+  for (const auto& process : in_child_session) {
+    CHECK(process.pid == child);
+    CHECK(process.session == child);
+  }
+  const int ours = getsid(0);
+  const auto in_our_session = table.Snapshot({ours});
+  CHECK_FALSE(in_our_session.empty());
+  for (const auto& process : in_our_session) {
+    CHECK(process.session == ours);
+    CHECK(process.pid != child);
+  }
   CHECK(table.Snapshot({}).empty());
 }
 
 TEST_CASE("the /proc table kills a process only while it is in the expected session",
           "[launcher][orphans]") {
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    setsid();
-    for (;;) pause();
-  }
-  // Wait (bounded) until the child has its own session.
-  for (int tries = 0; tries < 2000 && getsid(child) != child; ++tries) usleep(1000);
+  SessionLeader leader;
+  const pid_t child = leader.pid;
+  REQUIRE(child > 0);
   REQUIRE(getsid(child) == child);
   launcher::process::ProcProcessTable table;
   table.Kill({child, child + 1, false});  // a pid that now names someone else's process
@@ -75,6 +106,7 @@ TEST_CASE("the /proc table kills a process only while it is in the expected sess
   table.Kill({child, child, false});
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);
+  leader.reaped = true;
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGKILL);
 }
