@@ -305,6 +305,29 @@ void FillScript(const RawValues& raw, const SplitArgs& split, const EnvLookup& e
   }
 }
 
+// After the run mode: a pool needs a Python entry point; --warm-preload needs a pool.
+void FillWarmRestart(const RawValues& raw, LaunchConfig& config) {
+  IfGiven(raw, "warm_restart", [&](const std::string& text, const std::string& name) {
+    RequireChoice(text, name, Choices("warm_restart"));
+    config.warm_restart = text == "on";
+    if (config.warm_restart && config.run_mode == RunMode::kNoPython) {
+      throw UsageError(name +
+                       "=on: the workers are not Python (--no-python, or an executable "
+                       "script), so there is no interpreter to preload; drop " +
+                       name);
+    }
+  });
+  IfGiven(raw, "warm_preload", [&](const std::string& text, const std::string& name) {
+    config.warm_preload = ParseModuleList(text, name);
+    if (!config.warm_preload.empty() && !config.warm_restart) {
+      throw UsageError(name + "=" + text +
+                       ": only a warm pool preloads modules; add "
+                       "--warm-restart=on or drop " +
+                       name);
+    }
+  });
+}
+
 // torchrun's run(): --standalone, or a single-node static job with no endpoint and no port,
 // becomes c10d on localhost:0 with a random id.
 void ResolveRendezvous(LaunchConfig& config) {
@@ -354,6 +377,7 @@ LaunchConfig BuildConfig(const RawValues& given, const SplitArgs& split, const E
   FillHealth(raw, env, config);
   ResolveNproc(raw, gpus, config);  // flag errors first, then the script's
   FillScript(raw, split, env, config);
+  FillWarmRestart(raw, config);
   ResolveRendezvous(config);
   ReadAuthentication(config, env);
   CheckLaunchable(config);

@@ -110,6 +110,8 @@ std::vector<int> ParseLocalRanksFilter(const std::string& text, const std::strin
 std::map<std::string, std::string> ParseRdzvConf(const std::string& text, const std::string& name);
 std::vector<std::string> ParseSignals(const std::string& text, const std::string& name);
 std::vector<std::string> ParseFilters(const std::string& text);
+// --warm-preload: dotted Python module names separated by commas; empty: none.
+std::vector<std::string> ParseModuleList(const std::string& text, const std::string& name);
 void RequireChoice(const std::string& text, const std::string& name,
                    const std::vector<std::string>& choices);
 bool ParseEnvFlag(const std::string& text, const std::string& name);

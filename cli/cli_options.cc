@@ -18,7 +18,7 @@ constexpr const char* kCompat = "torchrun compatibility";
 constexpr const char* kLegacy = "torch.distributed.launch compatibility";
 constexpr const char* kDdprun = "ddprun";
 
-constexpr std::array<OptionSpec, 48> kOptions{{
+constexpr std::array<OptionSpec, 50> kOptions{{
     {"nnodes", 0, "N|MIN:MAX", true, kSize, "number of nodes, or the range of nodes (default 1:1)"},
     {"nproc_per_node", 0, "N|auto|cpu|gpu", true, kSize,
      "workers per node: an integer, cpu, gpu, or auto (GPUs, else CPUs) (default 1)",
@@ -116,6 +116,13 @@ constexpr std::array<OptionSpec, 48> kOptions{{
     {"max_no_progress_hangs", 0, "N", true, kDdprun,
      "stop the job, restarts left unspent, after N attempts in a row hang before any rank made "
      "progress past start-up; 0: never (default 3)"},
+    {"warm_restart", 0, "on|off", true, kDdprun,
+     "a restart's workers are forked from an interpreter that already imported torch, not "
+     "started anew (Python entry points; docs/warm-restart.md) (default off)",
+     "on off"},
+    {"warm_preload", 0, "MODULE,...", true, kDdprun,
+     "--warm-restart: modules the interpreter imports after torch, e.g. numpy,transformers "
+     "(default none)"},
     {"health_port", 0, "PORT", true, kDdprun,
      "serve GET /healthz and /metrics (Prometheus) on PORT, 0: an ephemeral port, logged and "
      "in the event log (default $TORCHELASTIC_HEALTH_CHECK_PORT, else off; docs/operations.md)"},

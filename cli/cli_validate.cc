@@ -159,6 +159,39 @@ std::vector<std::string> ParseSignals(const std::string& text, const std::string
   return signals;
 }
 
+namespace {
+bool IsPythonModuleName(const std::string& name) {
+  bool at_start = true;
+  for (const char c : name) {
+    const bool letter = std::isalpha(static_cast<unsigned char>(c)) || c == '_';
+    if (c == '.' && !at_start) {
+      at_start = true;
+    } else if (letter || (!at_start && std::isdigit(static_cast<unsigned char>(c)))) {
+      at_start = false;
+    } else {
+      return false;
+    }
+  }
+  return !at_start;
+}
+}  // namespace
+
+std::vector<std::string> ParseModuleList(const std::string& text, const std::string& name) {
+  std::vector<std::string> modules;
+  for (const std::string& item : Split(text, ',')) {
+    const std::string module = Strip(item);
+    if (module.empty() && Strip(text).empty()) break;  // empty: none, like unset
+    if (!IsPythonModuleName(module)) {
+      Fail(name, text,
+           "'" + module +
+               "' is not a Python module name; give dotted names separated by commas, "
+               "e.g. numpy,transformers");
+    }
+    modules.push_back(module);
+  }
+  return modules;
+}
+
 std::vector<std::string> ParseFilters(const std::string& text) {
   std::vector<std::string> filters{""};
   for (std::size_t i = 0; i < text.size(); ++i) {

@@ -173,6 +173,8 @@ void Agent::StartWorkers() {
   for (const auto& worker : attempt_.workers) ranks.push_back(worker.global_rank);
   nlohmann::json fields{{"ranks", ranks}};
   if (const auto pids = processes_.Pids(); !pids.empty()) fields["pids"] = pids;
+  // "warm" (forked from the --warm-restart pool) or "cold" (exec'd), by local rank.
+  if (const auto kinds = processes_.StartKinds(); !kinds.empty()) fields["start"] = kinds;
   if (spec_.hang.On()) {  // the timeouts this attempt starts with (telemetry shows them)
     const auto hang = spec_.hang.learn ? learned_hang_timeout_ : spec_.hang.hang;
     fields["hang_timeout_s"] = hang ? nlohmann::json(hang->count() / 1000.0) : nlohmann::json();

@@ -33,6 +33,13 @@ std::string RankDir(const std::string& attempt_dir, int local_rank) {
   return attempt_dir + "/" + std::to_string(local_rank);
 }
 
+// --warm-restart: the entry point and its arguments, as they are in the worker's argv.
+std::optional<WarmEntry> WarmEntryOf(const WorkerSpec& spec, const std::vector<std::string>& argv) {
+  if (!spec.warm || spec.warm->entry_index >= argv.size()) return std::nullopt;
+  const auto entry = argv.begin() + static_cast<std::ptrdiff_t>(spec.warm->entry_index);
+  return WarmEntry{spec.warm->module, *entry, {entry, argv.end()}};
+}
+
 WorkerLaunch PlanWorker(const WorkerSpec& spec, const WorkerGroupEnv& group,
                         const std::string& attempt_dir, int local_rank) {
   WorkerLaunch worker;
@@ -40,6 +47,7 @@ WorkerLaunch PlanWorker(const WorkerSpec& spec, const WorkerGroupEnv& group,
   worker.global_rank = group.ranks.base_global_rank + local_rank;
   const std::map<std::string, std::string> arg_values{{"local_rank", std::to_string(local_rank)}};
   for (const auto& arg : spec.command) worker.argv.push_back(SafeSubstitute(arg, arg_values));
+  worker.warm = WarmEntryOf(spec, worker.argv);
   const std::string rank_dir = attempt_dir.empty() ? "" : RankDir(attempt_dir, local_rank);
   worker.error_file = rank_dir.empty() ? "" : rank_dir + "/error.json";
   worker.env = BuildWorkerEnv(spec.base_env, group, local_rank, worker.error_file);

@@ -2,6 +2,8 @@
 // argv with ${local_rank} substituted, environments, log files and console routing.
 #pragma once
 #include <chrono>
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,14 @@ struct WorkerSpec {
   int max_no_progress_hangs = 3;  // --max-no-progress-hangs; 0: never stop for them
   std::string timer_file;         // TORCHELASTIC_ENABLE_FILE_TIMER=1: the timer FIFO; "": no timer
   std::vector<CpuBinding> cpu_binding;  // --numa-binding, by local rank; empty: none
+  // --warm-restart: where the entry point is in `command` (the script or module; what follows
+  // is its arguments) and how runpy runs it; none: workers are always exec'd.
+  struct WarmStart {
+    std::size_t entry_index = 0;
+    bool module = false;
+    bool operator==(const WarmStart&) const = default;
+  };
+  std::optional<WarmStart> warm;
 };
 
 // The group environment of one attempt: the spec's role and sizes, the round's place in the

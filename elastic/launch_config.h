@@ -140,6 +140,11 @@ struct LaunchConfig {
   // --numa-binding: node, socket, exclusive or core-complex (elastic/cpu_binding.h); none: off.
   std::optional<std::string> numa_binding;
 
+  // --warm-restart=on: a restart's workers are forked from an interpreter that imported torch
+  // and --warm-preload's modules (docs/warm-restart.md); off by default.
+  bool warm_restart = false;
+  std::vector<std::string> warm_preload;
+
   bool dry_run = false;
   std::optional<std::string> event_log;  // --event_log, else $DDPRUN_EVENT_LOG
   // --health_port, else $TORCHELASTIC_HEALTH_CHECK_PORT (0: ephemeral); none: no endpoint.

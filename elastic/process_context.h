@@ -29,6 +29,15 @@ struct StreamRoute {
   bool watched = false;
 };
 
+// --warm-restart: how the node's preloaded interpreter (launcher/process/warm_pool.h) runs a
+// worker instead of exec'ing its argv: runpy on `target`, with sys.argv = `argv`.
+struct WarmEntry {
+  bool module = false;            // runpy.run_module (-m); else runpy.run_path (script, run-path)
+  std::string target;             // the script's path or the module's name
+  std::vector<std::string> argv;  // sys.argv: the script (module) and its arguments
+  bool operator==(const WarmEntry&) const = default;
+};
+
 // One worker process to start.
 struct WorkerLaunch {
   int local_rank = 0;
@@ -42,6 +51,9 @@ struct WorkerLaunch {
   std::string pulse_file;   // hang detection: a FIFO each line written to is progress; "": none
   std::string stacks_file;  // where the stacks asked for by DumpStacks are copied; "": none
   CpuBinding cpu_binding;   // --numa-binding: the CPUs it is pinned to before exec; empty: none
+  // --warm-restart: what a fork from the warm pool runs; none: always exec'd. The context
+  // forks it when its pool is ready (never for its first attempt) and execs it otherwise.
+  std::optional<WarmEntry> warm;
 };
 
 // One attempt of the local worker group.
@@ -100,6 +112,9 @@ class ProcessContext {
   // The started workers' pids by local rank (0 for one that could not be started), for the
   // events that name them; none known by default.
   virtual std::vector<pid_t> Pids() const { return {}; }
+  // How each started worker began, by local rank: "warm" (forked from the preloaded
+  // interpreter) or "cold" (exec'd); none known by default.
+  virtual std::vector<std::string> StartKinds() const { return {}; }
   // Sends `signal` to one live worker process (not its group); nothing if it is gone.
   virtual void Signal(int local_rank, int signal) = 0;
   // Sends `signal` to every worker's process group, SIGKILLs what remains after `grace`, and

@@ -189,6 +189,15 @@ std::string NumaBindingText(const std::string& mode, const elastic::WorkerSpec& 
                         : " (CPU-only job: local ranks spread over the NUMA nodes)");
 }
 
+// Which workers the pool forks, and what it imports (how long that takes is logged at launch).
+std::string WarmRestartText(const backend::WarmPoolPlan& pool) {
+  std::string modules;
+  for (const auto& module : pool.preload) modules += (modules.empty() ? "" : ",") + module;
+  return "on: attempt 0 is exec'd while " + pool.python + " imports " + modules +
+         "; every later attempt's workers are forked from it (exec'd if it is not ready or "
+         "fails)";
+}
+
 void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan& plan,
                  const elastic::WorkerSpec& spec) {
   out << "ddprun dry run: nothing is launched\n";
@@ -206,6 +215,7 @@ void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan
   PrintHangDetection(out, spec);
   if (!spec.timer_file.empty()) Field(out, "file_timer", spec.timer_file);
   if (config.numa_binding) Field(out, "numa_binding", NumaBindingText(*config.numa_binding, spec));
+  if (plan.warm_pool) Field(out, "warm_restart", WarmRestartText(*plan.warm_pool));
   if (config.health_port) {
     const int port_number = *config.health_port;
     const std::string port = port_number == 0 ? "0 (ephemeral)" : std::to_string(port_number);
@@ -241,6 +251,12 @@ void PrintWorker(std::ostream& out, const elastic::WorkerLaunch& worker,
       << "\n  command:";
   for (const auto& arg : worker.argv) out << " " << Quote(arg);
   out << "\n";
+  if (worker.warm) {
+    out << "  warm (later attempts): runpy." << (worker.warm->module ? "run_module" : "run_path")
+        << "(" << Quote(worker.warm->target) << "), sys.argv:";
+    for (const auto& arg : worker.warm->argv) out << " " << Quote(arg);
+    out << "\n";
+  }
   PrintCpus(out, worker.cpu_binding);
   for (const auto& [name, value] : worker.env) {
     const auto inherited = original_env.find(name);

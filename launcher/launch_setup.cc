@@ -118,6 +118,40 @@ std::vector<std::string> BuildCommand(const LaunchConfig& config) {
   return command;
 }
 
+std::optional<elastic::WorkerSpec::WarmStart> WarmStartOf(const LaunchConfig& config,
+                                                          const backend::LaunchPlan& plan) {
+  if (!plan.warm_pool) return std::nullopt;
+  switch (config.run_mode) {  // where BuildCommand puts the script or module
+    case RunMode::kPython:
+      return elastic::WorkerSpec::WarmStart{2, false};
+    case RunMode::kModule:
+      return elastic::WorkerSpec::WarmStart{3, true};
+    case RunMode::kRunPath:
+      return elastic::WorkerSpec::WarmStart{4, false};
+    case RunMode::kNoPython:
+      break;
+  }
+  return std::nullopt;
+}
+
+std::optional<process::WarmPoolOptions> WarmPoolOptionsOf(const LaunchConfig& config,
+                                                          const backend::LaunchPlan& plan,
+                                                          const elastic::WorkerSpec& spec,
+                                                          int session_keeper_fd) {
+  if (!plan.warm_pool || !spec.warm) return std::nullopt;
+  std::error_code error;
+  const fs::path path0 = spec.warm->module
+                             ? fs::current_path(error)
+                             : fs::absolute(config.training_script, error).parent_path();
+  process::WarmPoolOptions options;
+  options.python = plan.warm_pool->python;
+  options.preload = plan.warm_pool->preload;
+  options.path0 = path0.string();
+  options.env = spec.base_env;
+  options.session_keeper_fd = session_keeper_fd;
+  return options;
+}
+
 std::string EntrypointName(const LaunchConfig& config) { return config.training_script; }
 
 RunLogDir::RunLogDir(const LaunchConfig& config, const std::string& run_id) {
@@ -171,6 +205,7 @@ elastic::WorkerSpec MakeWorkerSpec(const LaunchConfig& config, const backend::La
   spec.max_no_progress_hangs = config.max_no_progress_hangs;
   spec.timer_file = FileTimerPath(env);
   spec.cpu_binding = plan.cpu_bindings;
+  spec.warm = WarmStartOf(config, plan);
   return spec;
 }
 

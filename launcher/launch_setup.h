@@ -7,6 +7,7 @@
 #include "elastic/attempt_plan.h"
 #include "elastic/launch_config.h"
 #include "launcher/backend/launch_plan.h"
+#include "launcher/process/warm_pool.h"
 
 namespace ddprun::launcher {
 
@@ -16,6 +17,18 @@ elastic::Environment CurrentEnvironment();
 // torchrun's worker command: [python, -u, (-m), script, args...], or [script, args...]; with
 // config.local_rank_arg, --<it>=${local_rank} right after the script.
 std::vector<std::string> BuildCommand(const elastic::LaunchConfig& config);
+
+// --warm-restart: where BuildCommand put the entry point, for the plan's warm pool; none without
+// a pool.
+std::optional<elastic::WorkerSpec::WarmStart> WarmStartOf(const elastic::LaunchConfig& config,
+                                                          const backend::LaunchPlan& plan);
+
+// --warm-restart: the pool's interpreter, modules, sys.path[0] (the script's directory; the
+// current one for -m) and environment (the workers' base one); none without a pool.
+std::optional<process::WarmPoolOptions> WarmPoolOptionsOf(const elastic::LaunchConfig& config,
+                                                          const backend::LaunchPlan& plan,
+                                                          const elastic::WorkerSpec& spec,
+                                                          int session_keeper_fd);
 
 // The name shown in "<name> FAILED": the script, module or binary.
 std::string EntrypointName(const elastic::LaunchConfig& config);

@@ -153,7 +153,9 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
   elastic::EventSinks sinks({events.get(), console_events.get()});
   asio::io_context io(kOneThread);
   const auto backend = backend::MakeBackend(io, plan, spec);
-  process::LocalProcessContext processes(io, keeper.WriteFd());
+  process::LocalProcessContext processes(
+      io, {.session_keeper_fd = keeper.WriteFd(),
+           .warm_pool = WarmPoolOptionsOf(config, plan, spec, keeper.WriteFd())});
   std::optional<ThreadRunner> runner;
   if (backend->blocking) runner.emplace(io);
   // Between the agent and --event_log's sink: what --health_port shows.

@@ -289,7 +289,19 @@ LaunchPlan PlanLaunch(const LaunchConfig& config, const MachineFacts& facts) {
   FirstRound& round = plan.first_round;
   round.ranks = AssumedRanks(config, round.group_rank, round.group_world_size);
   plan.cpu_bindings = CpuBindingsOf(config, facts);
+  plan.warm_pool = WarmPoolOf(config);
   return plan;
+}
+
+std::optional<WarmPoolPlan> WarmPoolOf(const elastic::LaunchConfig& config) {
+  if (!config.warm_restart || config.run_mode == elastic::RunMode::kNoPython) return std::nullopt;
+  WarmPoolPlan pool{config.python, {"torch"}};
+  for (const auto& module : config.warm_preload) {
+    if (std::find(pool.preload.begin(), pool.preload.end(), module) == pool.preload.end()) {
+      pool.preload.push_back(module);
+    }
+  }
+  return pool;
 }
 
 elastic::AttemptLaunch FirstAttempt(const LaunchPlan& plan, const elastic::WorkerSpec& spec) {

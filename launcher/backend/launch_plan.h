@@ -98,6 +98,14 @@ struct FirstRound {
   bool operator==(const FirstRound&) const = default;
 };
 
+// --warm-restart=on with a Python entry point: the node's preloaded interpreter
+// (launcher/process/warm_pool.h), which forks the workers of every attempt after the first.
+struct WarmPoolPlan {
+  std::string python;                // the workers' interpreter
+  std::vector<std::string> preload;  // torch, then --warm-preload's modules, each once
+  bool operator==(const WarmPoolPlan&) const = default;
+};
+
 struct LaunchPlan {
   LaunchKind kind = LaunchKind::kSingleNode;
   std::string run_id;
@@ -131,6 +139,7 @@ struct LaunchPlan {
   FirstRound first_round;
   // --numa-binding: every local rank's CPUs (elastic::PlanCpuBinding); empty: not bound.
   std::vector<elastic::CpuBinding> cpu_bindings;
+  std::optional<WarmPoolPlan> warm_pool;  // none: every worker is exec'd
   bool operator==(const LaunchPlan&) const = default;
 };
 
@@ -146,6 +155,9 @@ bool NeedsInterfaces(const elastic::LaunchConfig& config);
 // The plan of `config` (validated by the CLI) on the machine of `facts`. Pure. Throws
 // UsageError for a --numa-binding that the facts cannot satisfy.
 LaunchPlan PlanLaunch(const elastic::LaunchConfig& config, const MachineFacts& facts);
+
+// --warm-restart: the pool for a Python entry point (--no-python has none: exec only).
+std::optional<WarmPoolPlan> WarmPoolOf(const elastic::LaunchConfig& config);
 
 // Whether `host` names the machine of `facts`: localhost or a loopback address, its host name or
 // FQDN, `local_addr`, or a name that resolved to one of its interfaces' addresses.

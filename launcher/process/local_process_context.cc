@@ -38,6 +38,8 @@ struct LocalProcessContext::Worker {
   bool abandoned = false;          // alive long after SIGKILL: no longer waited for
   bool dumping = false;            // asked for its stacks (DumpStacks)
   bool group_left_behind = false;  // members of its process group outlived the worker
+  bool warm = false;               // forked by the warm pool: its status comes from the pool
+  bool gone = false;               // warm: its pidfd said it ended; the pool's status is due
   std::unique_ptr<asio::posix::stream_descriptor> exit_watch;
   std::unique_ptr<LogPipe> out_pipe;
   std::unique_ptr<LogPipe> err_pipe;
@@ -51,6 +53,8 @@ namespace {
 constexpr std::size_t kTailBytes = 8 * 1024;
 constexpr std::size_t kTailLines = 20;
 constexpr std::size_t kMaxStackDump = 512 * 1024;
+// A wait status: killed by SIGKILL (how a warm worker ends when its pool dies).
+constexpr int kKilledBySigkill = SIGKILL;
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
@@ -174,7 +178,7 @@ ProcessSignaller& RealSignaller() {
 }
 
 LocalProcessContext::LocalProcessContext(asio::io_context& io, int session_keeper_fd)
-    : LocalProcessContext(io, LocalProcessOptions{session_keeper_fd}) {}
+    : LocalProcessContext(io, LocalProcessOptions{.session_keeper_fd = session_keeper_fd}) {}
 
 LocalProcessContext::LocalProcessContext(asio::io_context& io, LocalProcessOptions options)
     : io_(io), options_(options), kill_timer_(io), unkillable_timer_(io), dump_timer_(io) {}
@@ -255,6 +259,7 @@ void LocalProcessContext::Start(const elastic::AttemptLaunch& attempt,
         if (events_.on_hang_timeout_learned) events_.on_hang_timeout_learned(learned);
       });
   for (const auto& launch : attempt.workers) StartWorker(launch);
+  MaybeStartPool(attempt);
   std::vector<pid_t> pids;
   for (const auto& worker : workers_) pids.push_back(worker->alive ? worker->pid : -1);
   watchdog_->Arm(pids);
@@ -298,8 +303,7 @@ void LocalProcessContext::StartWorker(const WorkerLaunch& launch) {
   workers_.push_back(worker);
   StreamSetup out = SetUpStream(launch.out, STDOUT_FILENO);
   StreamSetup err = SetUpStream(launch.err, STDERR_FILENO);
-  const SpawnResult spawned = SpawnWorker({launch.argv, launch.env, out.child_fd, err.child_fd,
-                                           options_.session_keeper_fd, launch.cpu_binding.cpus});
+  const SpawnResult spawned = Spawn(launch, out.child_fd, err.child_fd, worker->warm);
   for (const int fd : {out.child_fd, err.child_fd}) {
     if (fd >= 0) ::close(fd);
   }
@@ -349,6 +353,58 @@ void LocalProcessContext::StartWorker(const WorkerLaunch& launch) {
   WatchExit(worker);
 }
 
+// Forked from the warm pool when the worker has a WarmEntry and the pool is ready; exec'd
+// otherwise, and when the pool fails to fork it (the pool is then off for good).
+SpawnResult LocalProcessContext::Spawn(const WorkerLaunch& launch, int stdout_fd, int stderr_fd,
+                                       bool& warm) {
+  warm = false;
+  if (launch.warm && pool_ && pool_->Ready()) {
+    SpawnResult forked =
+        pool_->Fork(*launch.warm, launch.env, launch.cpu_binding.cpus, stdout_fd, stderr_fd);
+    if (forked.pid > 0) {
+      warm = true;
+      return forked;
+    }
+  }
+  return SpawnWorker({launch.argv, launch.env, stdout_fd, stderr_fd, options_.session_keeper_fd,
+                      launch.cpu_binding.cpus});
+}
+
+void LocalProcessContext::MaybeStartPool(const elastic::AttemptLaunch& attempt) {
+  if (pool_ || !options_.warm_pool) return;
+  const bool any_warm = std::any_of(attempt.workers.begin(), attempt.workers.end(),
+                                    [](const WorkerLaunch& launch) { return launch.warm; });
+  if (!any_warm) return;
+  pool_ = std::make_unique<WarmPool>(
+      io_, *options_.warm_pool,
+      [this](pid_t pid, int wait_status) { OnPoolExit(pid, wait_status); },
+      [this] { OnPoolGone(); });
+}
+
+void LocalProcessContext::OnPoolExit(pid_t pid, int wait_status) {
+  for (const auto& worker : workers_) {
+    if (worker->warm && worker->alive && worker->pid == pid) {
+      OnExit(worker, wait_status);
+      return;
+    }
+  }
+}
+
+// The pool's forked workers die with it (PR_SET_PDEATHSIG); those whose end was seen are
+// reported now, the others when their pidfd says so (WatchExit).
+void LocalProcessContext::OnPoolGone() {
+  const auto workers = workers_;
+  for (const auto& worker : workers) {
+    if (worker->warm && worker->alive && worker->gone) OnExit(worker, kKilledBySigkill);
+  }
+}
+
+std::vector<std::string> LocalProcessContext::StartKinds() const {
+  std::vector<std::string> kinds;
+  for (const auto& worker : workers_) kinds.push_back(worker->warm ? "warm" : "cold");
+  return kinds;
+}
+
 void LocalProcessContext::OnStderr(Worker& worker, std::string_view chunk) {
   AppendBounded(worker.stderr_tail, chunk, kTailBytes);
   if (!worker.dumping) return;
@@ -378,6 +434,11 @@ void LocalProcessContext::WatchExit(const std::shared_ptr<Worker>& worker) {
       asio::posix::stream_descriptor::wait_read,
       [this, worker](const boost::system::error_code& error) {
         if (error || !worker->alive) return;
+        if (worker->warm) {  // the pool reaps it and reports its status (OnPoolExit)
+          worker->gone = true;
+          if (!pool_ || pool_->Failed()) OnExit(worker, kKilledBySigkill);  // died with the pool
+          return;
+        }
         int status = 0;
         pid_t reaped;
         while ((reaped = ::waitpid(worker->pid, &status, WNOHANG)) < 0 && errno == EINTR) {

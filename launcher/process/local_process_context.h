@@ -14,6 +14,7 @@
 #include "common/asio.h"
 #include "elastic/process_context.h"
 #include "launcher/process/output_sink.h"
+#include "launcher/process/warm_pool.h"
 
 namespace ddprun::launcher::process {
 
@@ -35,6 +36,9 @@ struct LocalProcessOptions {
   // How long a worker may stay alive after SIGKILL before the stop completes without it.
   std::chrono::milliseconds unkillable_wait{10'000};
   ProcessSignaller* signaller = &RealSignaller();  // not owned
+  // --warm-restart: the pool started beside the first attempt whose workers have a WarmEntry;
+  // later attempts fork those workers from it once it is ready. None: every worker is exec'd.
+  std::optional<WarmPoolOptions> warm_pool{};
 };
 
 class LocalProcessContext : public elastic::ProcessContext {
@@ -47,6 +51,7 @@ class LocalProcessContext : public elastic::ProcessContext {
   ~LocalProcessContext() override;
 
   std::vector<pid_t> Pids() const override;
+  std::vector<std::string> StartKinds() const override;
   // When a worker last showed progress: bytes on a watched stream (stderr always, stdout with
   // --hang-timeout), a pulse, a file-timer request; none since the first start.
   std::optional<std::chrono::steady_clock::time_point> LastActivity() const;
@@ -69,6 +74,10 @@ class LocalProcessContext : public elastic::ProcessContext {
   void MaybeFinishDump();
   void MaybeFinishStop();
   void PrepareAttemptDir(const elastic::AttemptLaunch& attempt);
+  SpawnResult Spawn(const elastic::WorkerLaunch& launch, int stdout_fd, int stderr_fd, bool& warm);
+  void MaybeStartPool(const elastic::AttemptLaunch& attempt);
+  void OnPoolExit(pid_t pid, int wait_status);
+  void OnPoolGone();
 
   asio::io_context& io_;
   LocalProcessOptions options_;
@@ -77,6 +86,7 @@ class LocalProcessContext : public elastic::ProcessContext {
   asio::steady_timer dump_timer_;
   std::vector<std::shared_ptr<Worker>> workers_;
   std::unique_ptr<WorkerWatchdog> watchdog_;
+  std::unique_ptr<WarmPool> pool_;  // after the workers: destroyed first would orphan none
   std::optional<std::chrono::steady_clock::time_point> last_output_;  // of any attempt
   elastic::WorkerEvents events_;
   std::function<void()> on_stopped_;

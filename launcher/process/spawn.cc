@@ -27,6 +27,9 @@ constexpr unsigned kCloseRangeCloexec = 1U << 2;
 constexpr unsigned kCloseRangeCloexec = CLOSE_RANGE_CLOEXEC;
 #endif
 
+// SpawnRequest::inherited_fd's number in the child.
+constexpr int kInheritedFd = 3;
+
 // Strings as execve wants them (argv, envp), built in the parent: a null-terminated array.
 class CStringArray {
  public:
@@ -99,6 +102,7 @@ struct ChildSetup {
   int stderr_fd;
   int session_keeper_fd;
   const CpuMask* cpus;
+  int inherited_fd;
 
   int Run() const {
     if (cpus->bound && sched_setaffinity(0, sizeof cpus->set, &cpus->set) != 0) {
@@ -123,6 +127,10 @@ struct ChildSetup {
     if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0) return errno;
     if (stderr_fd >= 0 && dup2(stderr_fd, STDERR_FILENO) < 0) return errno;
     syscall(SYS_close_range, 3U, ~0U, kCloseRangeCloexec);
+    if (inherited_fd == kInheritedFd && fcntl(kInheritedFd, F_SETFD, 0) < 0) return errno;
+    if (inherited_fd >= 0 && inherited_fd != kInheritedFd && dup2(inherited_fd, kInheritedFd) < 0) {
+      return errno;
+    }
     return 0;
   }
 };
@@ -200,9 +208,18 @@ SpawnResult SpawnWorker(const SpawnRequest& request) {
   }
   OwnedFd error_read{pipe_fds[0]};
   OwnedFd error_write{pipe_fds[1]};
-  const ChildSetup setup{
-      ::getpid(), devnull.fd, request.stdout_fd, request.stderr_fd, request.session_keeper_fd,
-      &cpus};
+  if (request.inherited_fd >= 0 && error_write.fd == kInheritedFd) {  // would be replaced
+    error_write.fd = ::fcntl(kInheritedFd, F_DUPFD_CLOEXEC, kInheritedFd + 1);
+    ::close(kInheritedFd);
+    if (error_write.fd < 0) return {-1, 126, ErrnoMessage("cannot start '" + program + "'", errno)};
+  }
+  const ChildSetup setup{::getpid(),
+                         devnull.fd,
+                         request.stdout_fd,
+                         request.stderr_fd,
+                         request.session_keeper_fd,
+                         &cpus,
+                         request.inherited_fd};
   // vfork: the child borrows the launcher's memory until it execs (no page tables copied, no
   // copy-on-write faults after), and the launcher waits meanwhile, as it would for the error
   // pipe anyway. Everything the child needs is built above; it only makes system calls.

@@ -20,6 +20,7 @@ struct SpawnRequest {
   int stderr_fd = -1;
   int session_keeper_fd = -1;  // >= 0: the child writes "<pid>\n" there before exec
   std::vector<int> cpus;       // non-empty: the child's CPU affinity, set before exec
+  int inherited_fd = -1;       // >= 0: the child's descriptor 3 (the warm pool's control socket)
 };
 
 struct SpawnResult {

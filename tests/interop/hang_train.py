@@ -4,7 +4,7 @@ Every rank runs --steps steps; a step computes for --step-time seconds, then all
 After each step rank 0 saves a checkpoint (<ckpt-dir>/ckpt.pt: the next step and the running
 sum); a new attempt (TORCHELASTIC_RESTART_COUNT > 0) resumes from it. Every event is one JSON
 line appended (one write, O_APPEND) to the step log, with wall-clock time:
-  {"event": "start"|"resume"|"step"|"hang_start"|"silent_start"|"silent_end"|"pulse_error"|"done",
+  {"event": "start" (with "process_start": when the process was forked)|"resume"|"step"|"hang_start"|"silent_start"|"silent_end"|"pulse_error"|"done",
    "rank", "local_rank", "attempt", "pid", "time", ...}
 "start" is written before `import torch`, so a new attempt's first line is as early as can be.
 
@@ -95,7 +95,19 @@ def pulse():
         log("pulse_error", error=errno.errorcode.get(e.errno, str(e.errno)), path=path)
 
 
-log("start", argv=sys.argv[1:])
+def process_start_time():
+    """When this process was created (fork), wall clock, to the kernel's 10 ms tick: its age is
+    CLOCK_BOOTTIME now minus field 22 of /proc/self/stat (ticks since boot); None if unreadable."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        return time.time() - age
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+log("start", argv=sys.argv[1:], process_start=process_start_time())
 if ARGS.sleep_first > 0:
     log("first_sleep", seconds=ARGS.sleep_first)
     time.sleep(ARGS.sleep_first)

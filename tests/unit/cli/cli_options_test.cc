@@ -50,6 +50,8 @@ const std::map<std::string, std::string> kSamples = {
     {"hang_timeout_warmup", "10"},
     {"hang_timeout_floor", "2"},
     {"max_no_progress_hangs", "2"},
+    {"warm_restart", "on"},
+    {"warm_preload", "numpy"},
     {"health_port", "0"},
     {"health_addr", "127.0.0.1"},
 };
@@ -60,6 +62,7 @@ const std::map<std::string, Args> kNeeds = {
     {"hang_timeout_factor", {"--hang-timeout=auto"}},
     {"hang_timeout_warmup", {"--hang-timeout=auto"}},
     {"hang_timeout_floor", {"--hang-timeout=auto"}},
+    {"warm_preload", {"--warm-restart=on"}},
 };
 
 Args WithNeeds(const std::string& dest, Args args) {

@@ -123,3 +123,26 @@ TEST_CASE("the file timer reaches the attempt and every worker", "[elastic][hang
     CHECK(worker.env.at("TORCHELASTIC_TIMER_FILE") == "/tmp/ddprun-timer-ab");
   }
 }
+
+TEST_CASE("warm restart: each worker's entry point and sys.argv, ${local_rank} substituted",
+          "[elastic][warm]") {
+  auto spec = Spec();
+  spec.command = {"python3", "-u", "train.py", "--local-rank=${local_rank}", "x"};
+  CHECK_FALSE(PlanAttempt(spec, Group()).workers[1].warm);
+  spec.warm = WorkerSpec::WarmStart{2, false};
+  const auto attempt = PlanAttempt(spec, Group());
+  const auto& worker = attempt.workers[1];
+  REQUIRE(worker.warm);
+  CHECK_FALSE(worker.warm->module);
+  CHECK(worker.warm->target == "train.py");
+  CHECK(worker.warm->argv == std::vector<std::string>{"train.py", "--local-rank=1", "x"});
+  spec.command = {"python3", "-u", "-m", "pkg.train"};
+  spec.warm = WorkerSpec::WarmStart{3, true};
+  const auto module_attempt = PlanAttempt(spec, Group());
+  const auto& module = module_attempt.workers[0];
+  REQUIRE(module.warm);
+  CHECK(module.warm->module);
+  CHECK(module.warm->argv == std::vector<std::string>{"pkg.train"});
+  spec.warm = WorkerSpec::WarmStart{9, false};  // past the command: no entry, exec'd
+  CHECK_FALSE(PlanAttempt(spec, Group()).workers[0].warm);
+}

@@ -1,0 +1,104 @@
+"""A worker for tests/interop/test_warm_restart.py: reports what it sees, then acts by attempt.
+
+argv: REPORT_DIR [ACTION0 [ACTION1 [ACTION2]]], one action per attempt (TORCHELASTIC_RESTART_COUNT),
+each "RANK:WHAT" or "all:WHAT" (comma-separated for several ranks), WHAT one of:
+  ok           exit 0 (after a DataLoader with fork and spawn workers, with --dataloader)
+  exit3        sys.exit(3)
+  sigterm      kill itself with SIGTERM
+  wait         block on REPORT_DIR/go_<attempt>_<rank> (a FIFO the test creates and writes to),
+               then exit 3
+  child        start `sleep 300` in its session, write its pid to REPORT_DIR/child_<rank>, then
+               block forever on the FIFO go_<attempt>_<rank>
+Ranks not named: ok. The report, REPORT_DIR/report_<attempt>_<rank>.json, is written after
+`import torch` and holds the environment, argv, __main__'s names, sys.path[0], cwd, ids, tty-ness,
+signal masks, the open-file limit, random draws and multiprocessing's start method.
+"""
+import json
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+
+import torch
+
+RANK = int(os.environ.get("RANK", "-1"))
+ATTEMPT = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+
+
+def signal_masks():
+    masks = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("SigIgn", "SigBlk", "SigCgt"):
+                masks[name] = value.strip()
+    return masks
+
+
+def dataloader_sums():
+    import torch.utils.data as data
+    dataset = data.TensorDataset(torch.arange(8.0))
+    sums = {}
+    for method in ("fork", "spawn"):
+        loader = data.DataLoader(dataset, batch_size=2, num_workers=2,
+                                 multiprocessing_context=method)
+        sums[method] = float(sum(batch[0].sum() for batch in loader))
+    return sums
+
+
+def report(report_dir, dataloader):
+    import multiprocessing
+    main = sys.modules["__main__"]
+    record = {
+        "env": dict(os.environ), "argv": sys.argv, "name": __name__,
+        "file": getattr(main, "__file__", None), "path0": sys.path[0], "cwd": os.getcwd(),
+        "pid": os.getpid(), "ppid": os.getppid(), "sid": os.getsid(0), "pgid": os.getpgid(0),
+        "tty": [os.isatty(fd) for fd in (0, 1, 2)], "signals": signal_masks(),
+        "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
+        "random": random.random(), "start_method": multiprocessing.get_start_method(True),
+        "dataloader": dataloader_sums() if dataloader else None,
+    }
+    path = os.path.join(report_dir, "report_%d_%d.json" % (ATTEMPT, RANK))
+    with open(path + ".tmp", "w") as out:
+        json.dump(record, out)
+    os.replace(path + ".tmp", path)
+
+
+def action(actions):
+    if ATTEMPT >= len(actions):
+        return "ok"
+    for item in actions[ATTEMPT].split(","):
+        who, _, what = item.partition(":")
+        if who == "all" or who == str(RANK):
+            return what
+    return "ok"
+
+
+def wait_for_go(report_dir):
+    with open(os.path.join(report_dir, "go_%d_%d" % (ATTEMPT, RANK))) as fifo:
+        fifo.read()
+
+
+def main():
+    report_dir, actions = sys.argv[1], sys.argv[2:]
+    what = action(actions)
+    report(report_dir, dataloader="--dataloader" in os.environ.get("WARM_WORKER_FLAGS", ""))
+    print("rank %d attempt %d: %s" % (RANK, ATTEMPT, what), flush=True)
+    if what == "exit3":
+        sys.exit(3)
+    if what == "sigterm":
+        os.kill(os.getpid(), signal.SIGTERM)
+    if what == "wait":
+        wait_for_go(report_dir)
+        sys.exit(3)
+    if what == "child":
+        child = subprocess.Popen(["sleep", "300"])
+        with open(os.path.join(report_dir, "child_%d" % RANK), "w") as out:
+            out.write(str(child.pid))
+        wait_for_go(report_dir)
+
+
+if __name__ == "__main__":  # DataLoader's spawn workers import this file as __mp_main__
+    main()
