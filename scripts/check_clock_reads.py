@@ -23,6 +23,7 @@ ALLOWED = {
     "launcher/process/proc_table.cc": "ProcProcessTable::Now, the real ProcessTable's time",
     "launcher/process/local_process_context.cc": "timestamps: a worker's exit, its last output",
     "launcher/event_log_file.cc": "timestamps of the event log's lines",
+    "launcher/process/warm_pool.cc": "I/O deadline: the pool answers a fork request within",
     "store/store_server_thread.cc": "I/O deadline: how long a stopped server lingers",
     "store/tcp_store_client.cc": "I/O deadlines of a socket's reads and writes",
     "store/tcp_store_server.cc": "I/O deadlines: idle clients of the server",
