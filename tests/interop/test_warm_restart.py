@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import unittest
@@ -32,7 +33,8 @@ class WarmRestartBase(lib.DdprunTestCase):
     require_binaries = (lib.DDPRUN,)
     python = lib.SYSTEM_PYTHON
 
-    def start_job(self, name, *actions, warm=True, restarts=1, extra=(), env=None, fifos=()):
+    def start_job(self, name, *actions, warm=True, restarts=1, extra=(), env=None, fifos=(),
+                  stdout=subprocess.PIPE):
         reports = self.path(name)
         os.makedirs(reports)
         self.make_fifos(reports, "go_0_1", *fifos)
@@ -45,7 +47,7 @@ class WarmRestartBase(lib.DdprunTestCase):
         env = dict(env or self.env(), LOGLEVEL="INFO")
         stderr = open(os.path.join(reports, "ddprun.stderr"), "w")
         self.addCleanup(stderr.close)
-        proc = self.start([lib.DDPRUN] + args, env=env, stderr=stderr)
+        proc = self.start([lib.DDPRUN] + args, env=env, stdout=stdout, stderr=stderr)
         if warm:
             self.wait_for_log(reports, proc, ("warm pool ready", FALLBACK))
         self.release(reports, "go_0_1")
@@ -57,7 +59,7 @@ class WarmRestartBase(lib.DdprunTestCase):
         except Exception:
             lib.killpg_quietly(proc.pid)
             raise
-        return lib.Result(proc.argv, proc.returncode, stdout.decode(errors="replace"),
+        return lib.Result(proc.argv, proc.returncode, (stdout or b"").decode(errors="replace"),
                           self.log(reports), time.monotonic() - proc.start_time)
 
     def run_job(self, name, *actions, **options):
@@ -177,6 +179,33 @@ class WarmRestartTorch1(WarmRestartBase):
             self.assertEqual(outcome[True], outcome[False], attempt1)
             expected = 3 if attempt1 == "1:exit3" else -signal.SIGTERM
             self.assertEqual(outcome[True][1][1], expected, outcome)
+
+    def test_on_a_terminal_as_cold(self):
+        """ddprun's stdout a pseudo-terminal: workers' stdout is one too (the launcher passes a
+        pty through), warm as cold."""
+        ttys = {}
+        for warm in (False, True):
+            name = "tty_warm" if warm else "tty_cold"
+            master, slave = os.openpty()
+            try:
+                result = self.finish_job(*self.start_job(name, warm=warm, stdout=slave))
+            finally:
+                os.close(slave)
+                os.close(master)
+            self.assertExit(result, 0)
+            ttys[warm] = [self.report(self.path(name), 1, rank)["tty"] for rank in (0, 1)]
+            self.assertEqual(self.starts(self.path(name))[1], ["warm" if warm else "cold"] * 2)
+        self.assertEqual(ttys[True], ttys[False])
+        self.assertEqual([tty[1] for tty in ttys[True]], [True, True])
+
+    def test_a_hung_warm_worker_is_found_and_its_stack_shown(self):
+        result = self.run_job("hang", "1:hang", extra=("--hang-timeout=3",))
+        self.assertExit(result, 128 + signal.SIGABRT)  # the root cause: rank 1's stack dump
+        self.assertEqual(self.starts(self.path("hang"))[1], ["warm", "warm"])
+        self.assertIn("no progress", result.stderr, result.describe())
+        self.assertRegex(result.stderr, r"rank 1 (stuck )?at \S*warm_worker\.py:\d+",
+                         result.describe())
+        self.assertIn("hang_here", self.log(self.path("hang")) + result.stdout)
 
     def test_sigkill_of_ddprun_leaves_no_pool_worker_or_child(self):
         reports, proc = self.start_job("kill", "all:child", fifos=("go_1_0", "go_1_1"))

@@ -7,6 +7,7 @@ each "RANK:WHAT" or "all:WHAT" (comma-separated for several ranks), WHAT one of:
   sigterm      kill itself with SIGTERM
   wait         block on REPORT_DIR/go_<attempt>_<rank> (a FIFO the test creates and writes to),
                then exit 3
+  hang         print a line (its first sign of progress), then sleep 300 s in hang_here()
   child        start `sleep 300` in its session, write its pid to REPORT_DIR/child_<rank>, then
                block forever on the FIFO go_<attempt>_<rank>
 Ranks not named: ok. The report, REPORT_DIR/report_<attempt>_<rank>.json, is written after
@@ -20,6 +21,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 
 import torch
 
@@ -76,6 +78,10 @@ def action(actions):
     return "ok"
 
 
+def hang_here():
+    time.sleep(300)  # warm_worker: the hung rank sleeps here
+
+
 def wait_for_go(report_dir):
     with open(os.path.join(report_dir, "go_%d_%d" % (ATTEMPT, RANK))) as fifo:
         fifo.read()
@@ -93,6 +99,8 @@ def main():
     if what == "wait":
         wait_for_go(report_dir)
         sys.exit(3)
+    if what == "hang":
+        hang_here()
     if what == "child":
         child = subprocess.Popen(["sleep", "300"])
         with open(os.path.join(report_dir, "child_%d" % RANK), "w") as out:
