@@ -153,7 +153,8 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
   elastic::EventSinks sinks({events.get(), console_events.get()});
   asio::io_context io(kOneThread);
   const auto backend = backend::MakeBackend(io, plan, spec);
-  process::LocalProcessContext processes(io, keeper.WriteFd());
+  process::LocalProcessContext processes(
+      io, {.session_keeper_fd = keeper.WriteFd(), .job_cgroup_fd = keeper.JobCgroupFd()});
   std::optional<ThreadRunner> runner;
   if (backend->blocking) runner.emplace(io);
   // Between the agent and --event_log's sink: what --health_port shows.
@@ -176,7 +177,7 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
 
 int Main(int argc, char** argv) {
   if (process::IsSessionKeeper(argc, argv))
-    return process::RunSessionKeeper();  // before any flag is looked at
+    return process::RunSessionKeeper(argc, argv);  // before any flag is looked at
   HeldSignals held;  // before anything else: no handled signal kills the launcher
   InitLogging();
   try {

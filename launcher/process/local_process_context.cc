@@ -298,8 +298,9 @@ void LocalProcessContext::StartWorker(const WorkerLaunch& launch) {
   workers_.push_back(worker);
   StreamSetup out = SetUpStream(launch.out, STDOUT_FILENO);
   StreamSetup err = SetUpStream(launch.err, STDERR_FILENO);
-  const SpawnResult spawned = SpawnWorker({launch.argv, launch.env, out.child_fd, err.child_fd,
-                                           options_.session_keeper_fd, launch.cpu_binding.cpus});
+  const SpawnResult spawned =
+      SpawnWorker({launch.argv, launch.env, out.child_fd, err.child_fd, options_.session_keeper_fd,
+                   options_.job_cgroup_fd, launch.cpu_binding.cpus});
   for (const int fd : {out.child_fd, err.child_fd}) {
     if (fd >= 0) ::close(fd);
   }
