@@ -163,15 +163,14 @@ class JobCgroupTest(lib.DdprunTestCase):
         command = as_nobody + [lib.DDPRUN, "--standalone", "--nproc_per_node=%d" % NPROC,
                                "--no_python"] + worker + ["wait", "--own-group"]
         with open(self.path("ddprun.out"), "wb") as out:
-            proc = self.start(command, env=self.env({"LOGLEVEL": "DEBUG"}), stdout=out, stderr=out)
+            proc = self.start(command, stdout=out, stderr=out)  # the default log level
         try:
             pids = tree.wait_for_tree(self.marker, proc, DESCENDANTS)
         except AssertionError as error:
             raise AssertionError("%s\n%s" % (error, self.output()))
-        if "no job cgroup" not in self.output():
+        if [pid for pid in pids if "/ddprun-" in (cgroup_of(pid) or "")]:
             self.skipTest("nobody may make cgroups here (delegated): nothing to fall back from")
-        self.assertEqual([pid for pid in pids if "/ddprun-" in (cgroup_of(pid) or "")], [])
-        self.assertNotIn("warning", self.output().lower())
+        self.assertNotIn("cgroup", self.output())  # nothing to say at the default level
         self.sigkill_and_check_gone(proc, pids)
 
 if __name__ == "__main__":
