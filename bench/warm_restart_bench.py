@@ -11,6 +11,7 @@ attempt 0, the bench SIGKILLs it (the "kill" time); attempt 1 resumes from rank 
             attempt 0
   torchrun  torchrun 2.x from the same venv
 
+Also launch → attempt 0's first step: whether the pool, preloading beside attempt 0, delays it.
 Phases, from the script's step log (wall clock): kill → fork (the first attempt-1 process's
 creation, from /proc/self/stat, 10 ms ticks), fork → the script's first line (before `import
 torch`), → first step (the first "step" record of attempt 1), and kill → first step, whose
@@ -107,6 +108,7 @@ def one_run(case, args, python):
     with open(os.path.join(tmp, "stdout"), "w") as out, \
             open(os.path.join(tmp, "stderr"), "w") as err:
         started = time.monotonic()
+        launched = time.time()
         proc = subprocess.Popen(command(case, args, python, tmp), env=env, cwd=tmp,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                 start_new_session=True)
@@ -128,7 +130,9 @@ def one_run(case, args, python):
     starts = [r["process_start"] for r in recs
               if r["event"] == "start" and r["attempt"] == 1 and r.get("process_start")]
     step = first(recs, event="step", attempt=1)
+    step0 = first(recs, event="step", attempt=0)
     sample = {
+        "launch_to_first_step_0_s": (step0 - launched) if step0 else None,
         "case": case, "exit": None if stopped_by_bench else code,
         "kill_to_fork_s": (min(starts) - killed) if killed and starts else None,
         "fork_to_first_line_s": (fork - min(starts)) if fork and starts else None,
@@ -190,14 +194,15 @@ def main():
                       fmt(s["fork_to_first_line_s"]), fmt(s["first_line_to_step_s"]),
                       fmt(s["kill_to_first_step_s"]), " ".join(s["starts"])), flush=True)
     print()
-    print("| case | kill → fork | fork → first line | first line → first step | "
-          "kill → first step |")
-    print("|---|---|---|---|---|")
+    print("| case | launch → attempt 0's first step | kill → fork | fork → first line | "
+          "first line → first step | kill → first step |")
+    print("|---|---|---|---|---|---|")
     by_case = {c: [s for s in samples if s["case"] == c] for c in cases}
     for case in cases:
         runs = by_case[case]
-        print("| %s | %s | %s | %s | %s |" % (
-            case, cell([s["kill_to_fork_s"] for s in runs]),
+        print("| %s | %s | %s | %s | %s | %s |" % (
+            case, cell([s["launch_to_first_step_0_s"] for s in runs]),
+            cell([s["kill_to_fork_s"] for s in runs]),
             cell([s["fork_to_first_line_s"] for s in runs]),
             cell([s["first_line_to_step_s"] for s in runs]),
             cell([s["kill_to_first_step_s"] for s in runs])))

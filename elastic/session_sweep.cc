@@ -1,6 +1,7 @@
 #include "elastic/session_sweep.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "common/integer.h"
@@ -8,8 +9,16 @@
 namespace ddprun::elastic {
 namespace {
 
-// Longer than any pid line: what exceeds it is garbage, skipped up to the next newline.
+// Longer than any line: what exceeds it is garbage, skipped up to the next newline.
 constexpr std::size_t kMaxLine = 32;
+
+// `line` without `suffix`, when it ends with it.
+std::optional<std::string_view> WithoutSuffix(std::string_view line, std::string_view suffix) {
+  if (line.size() < suffix.size() || line.substr(line.size() - suffix.size()) != suffix) {
+    return std::nullopt;
+  }
+  return line.substr(0, line.size() - suffix.size());
+}
 
 }  // namespace
 
@@ -19,10 +28,7 @@ void SessionSweep::Feed(std::string_view bytes) {
       partial_.push_back(c);
       continue;
     }
-    const auto session = ParseInt(partial_);
-    if (session && std::in_range<int>(*session) && partial_.size() <= kMaxLine) {
-      Guard(static_cast<int>(*session));
-    }
+    if (partial_.size() <= kMaxLine) FeedLine(partial_);
     partial_.clear();
   }
   // Bounded memory whatever arrives: an over-long line can never parse, so keep only enough of
@@ -30,8 +36,22 @@ void SessionSweep::Feed(std::string_view bytes) {
   if (partial_.size() > kMaxLine) partial_.resize(kMaxLine + 1);
 }
 
-void SessionSweep::Guard(int session) {
-  if (session > 1) sessions_.insert(session);
+void SessionSweep::FeedLine(std::string_view line) {
+  const auto joined = WithoutSuffix(line, kInCgroupFlag);
+  const auto session = ParseInt(joined.value_or(line));
+  if (session && std::in_range<int>(*session))
+    Guard(static_cast<int>(*session), joined.has_value());
+}
+
+void SessionSweep::Guard(int session, bool in_cgroup) {
+  if (session <= 1) return;
+  sessions_.insert(session);
+  // A session id seen again is a new worker's (the old session was forgotten): its word counts.
+  if (in_cgroup) {
+    outside_cgroup_.erase(session);
+  } else {
+    outside_cgroup_.insert(session);
+  }
 }
 
 namespace {
@@ -50,6 +70,7 @@ void SessionSweep::Prune(ProcessTable& table) {
   if (live.size() == sessions_.size()) return;
   live.merge(SessionsOf(Targets(table.Snapshot(sessions_))));
   sessions_ = std::move(live);
+  std::erase_if(outside_cgroup_, [this](int session) { return !sessions_.count(session); });
 }
 
 std::vector<ProcessInfo> SessionSweep::Targets(const std::vector<ProcessInfo>& table) const {

@@ -44,13 +44,23 @@ struct SweepReport {
   std::vector<int> survivors;  // still alive when the limits were hit; empty on success
 };
 
+// The launcher's line for one worker (launcher/process/spawn.cc): "<pid>\n", or
+// "<pid> cgroup\n" when the worker joined the job cgroup (launcher/process/job_cgroup.h) before
+// it wrote the line, so that everything its session will hold is in that cgroup.
+inline constexpr std::string_view kInCgroupFlag = " cgroup";
+
 class SessionSweep {
  public:
-  // Reads the launcher's messages: decimal session ids, one per line (a partial line is kept
-  // for the next call). Ids below 2 and malformed lines are ignored.
+  // Reads the launcher's messages: one line per worker, its session id in decimal, followed by
+  // kInCgroupFlag when the worker joined the job cgroup (a partial line is kept for the next
+  // call). Ids below 2 and malformed lines are ignored.
   void Feed(std::string_view bytes);
-  void Guard(int session);
+  // Guards `session`; `in_cgroup`: its worker joined the job cgroup.
+  void Guard(int session, bool in_cgroup = false);
   const std::set<int>& Sessions() const { return sessions_; }
+  // Whether every guarded session's worker joined the job cgroup (true with none guarded): then
+  // the cgroup lists every process of those sessions, and a table of its processes suffices.
+  bool EverySessionInCgroup() const { return outside_cgroup_.empty(); }
 
   // Forgets the sessions with no live process in two successive snapshots of `table`: a
   // session id is free for reuse once its last member has gone, and a stranger's new session
@@ -66,7 +76,9 @@ class SessionSweep {
   SweepReport Sweep(ProcessTable& table, const SweepLimits& limits = {}) const;
 
  private:
+  void FeedLine(std::string_view line);
   std::set<int> sessions_;
+  std::set<int> outside_cgroup_;  // the guarded sessions whose worker did not join the cgroup
   std::string partial_;
 };
 

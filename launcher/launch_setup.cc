@@ -137,7 +137,7 @@ std::optional<elastic::WorkerSpec::WarmStart> WarmStartOf(const LaunchConfig& co
 std::optional<process::WarmPoolOptions> WarmPoolOptionsOf(const LaunchConfig& config,
                                                           const backend::LaunchPlan& plan,
                                                           const elastic::WorkerSpec& spec,
-                                                          int session_keeper_fd) {
+                                                          const process::SessionKeeper& keeper) {
   if (!plan.warm_pool || !spec.warm) return std::nullopt;
   std::error_code error;
   const fs::path path0 = spec.warm->module
@@ -148,7 +148,9 @@ std::optional<process::WarmPoolOptions> WarmPoolOptionsOf(const LaunchConfig& co
   options.preload = plan.warm_pool->preload;
   options.path0 = path0.string();
   options.env = spec.base_env;
-  options.session_keeper_fd = session_keeper_fd;
+  options.session_keeper_fd = keeper.WriteFd();
+  options.job_cgroup_fd = keeper.JobCgroupFd();
+  options.job_cgroup_dir = keeper.JobCgroupPath();
   return options;
 }
 

@@ -7,6 +7,7 @@
 #include "elastic/attempt_plan.h"
 #include "elastic/launch_config.h"
 #include "launcher/backend/launch_plan.h"
+#include "launcher/process/session_keeper.h"
 #include "launcher/process/warm_pool.h"
 
 namespace ddprun::launcher {
@@ -24,11 +25,12 @@ std::optional<elastic::WorkerSpec::WarmStart> WarmStartOf(const elastic::LaunchC
                                                           const backend::LaunchPlan& plan);
 
 // --warm-restart: the pool's interpreter, modules, sys.path[0] (the script's directory; the
-// current one for -m) and environment (the workers' base one); none without a pool.
+// current one for -m), environment (the workers' base one), and the keeper and job cgroup its
+// workers register with; none without a pool.
 std::optional<process::WarmPoolOptions> WarmPoolOptionsOf(const elastic::LaunchConfig& config,
                                                           const backend::LaunchPlan& plan,
                                                           const elastic::WorkerSpec& spec,
-                                                          int session_keeper_fd);
+                                                          const process::SessionKeeper& keeper);
 
 // The name shown in "<name> FAILED": the script, module or binary.
 std::string EntrypointName(const elastic::LaunchConfig& config);

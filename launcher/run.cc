@@ -155,7 +155,8 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
   const auto backend = backend::MakeBackend(io, plan, spec);
   process::LocalProcessContext processes(
       io, {.session_keeper_fd = keeper.WriteFd(),
-           .warm_pool = WarmPoolOptionsOf(config, plan, spec, keeper.WriteFd())});
+           .job_cgroup_fd = keeper.JobCgroupFd(),
+           .warm_pool = WarmPoolOptionsOf(config, plan, spec, keeper)});
   std::optional<ThreadRunner> runner;
   if (backend->blocking) runner.emplace(io);
   // Between the agent and --event_log's sink: what --health_port shows.
@@ -178,7 +179,7 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
 
 int Main(int argc, char** argv) {
   if (process::IsSessionKeeper(argc, argv))
-    return process::RunSessionKeeper();  // before any flag is looked at
+    return process::RunSessionKeeper(argc, argv);  // before any flag is looked at
   HeldSignals held;  // before anything else: no handled signal kills the launcher
   InitLogging();
   try {

@@ -367,7 +367,7 @@ SpawnResult LocalProcessContext::Spawn(const WorkerLaunch& launch, int stdout_fd
     }
   }
   return SpawnWorker({launch.argv, launch.env, stdout_fd, stderr_fd, options_.session_keeper_fd,
-                      launch.cpu_binding.cpus});
+                      options_.job_cgroup_fd, launch.cpu_binding.cpus});
 }
 
 void LocalProcessContext::MaybeStartPool(const elastic::AttemptLaunch& attempt) {

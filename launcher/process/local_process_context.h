@@ -33,6 +33,7 @@ ProcessSignaller& RealSignaller();
 
 struct LocalProcessOptions {
   int session_keeper_fd = -1;  // SessionKeeper::WriteFd(), or -1 (no keeper)
+  int job_cgroup_fd = -1;      // SessionKeeper::JobCgroupFd(), or -1 (no job cgroup)
   // How long a worker may stay alive after SIGKILL before the stop completes without it.
   std::chrono::milliseconds unkillable_wait{10'000};
   ProcessSignaller* signaller = &RealSignaller();  // not owned

@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <memory>
 #include <string>
@@ -69,6 +70,22 @@ std::optional<elastic::ProcessInfo> ReadProcStat(int pid) {
   ::close(fd);
   if (size <= 0) return std::nullopt;
   return ParseProcStat(std::string_view(buffer, static_cast<std::size_t>(size)));
+}
+
+std::optional<std::string> ReadKernelFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buffer[4096];
+  ssize_t size;
+  while ((size = ::read(fd, buffer, sizeof buffer)) != 0) {
+    if (size < 0 && errno == EINTR) continue;
+    if (size < 0) break;
+    text.append(buffer, static_cast<std::size_t>(size));
+  }
+  ::close(fd);
+  if (size < 0) return std::nullopt;
+  return text;
 }
 
 // One getsid(2) per listed process, a system call without a file or any formatting; the stat

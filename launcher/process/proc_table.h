@@ -4,6 +4,7 @@
 // session, so that a pid reused between the snapshot and the kill is never signalled.
 #pragma once
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "elastic/session_sweep.h"
@@ -16,6 +17,10 @@ std::optional<elastic::ProcessInfo> ParseProcStat(std::string_view stat);
 
 // /proc/<pid>/stat of one process, parsed; nullopt once it is gone (or unreadable).
 std::optional<elastic::ProcessInfo> ReadProcStat(int pid);
+
+// A /proc or cgroup file read whole (the kernel makes its text on read: stat gives no size);
+// nullopt when it cannot be opened or read.
+std::optional<std::string> ReadKernelFile(const std::string& path);
 
 class ProcProcessTable : public elastic::ProcessTable {
  public:

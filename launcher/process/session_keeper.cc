@@ -34,7 +34,8 @@ int AboveStandardStreams(int fd) {
 
 // posix_spawn: no fork of a launcher that may already run threads, and POSIX_SPAWN_SETSID puts
 // the keeper out of reach of the terminal's and the launcher's process-group signals.
-pid_t SpawnKeeper(const std::string& executable, int read_fd) {
+// argv[1]: the job cgroup's directory, when there is one.
+pid_t SpawnKeeper(const std::string& executable, int read_fd, const std::string& cgroup) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, read_fd, STDIN_FILENO);
@@ -46,7 +47,8 @@ pid_t SpawnKeeper(const std::string& executable, int read_fd) {
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
   std::string name = kSessionKeeperName;
-  char* argv[] = {name.data(), nullptr};
+  std::string cgroup_arg = cgroup;
+  char* argv[] = {name.data(), cgroup.empty() ? nullptr : cgroup_arg.data(), nullptr};
   pid_t pid = -1;
   const int error = ::posix_spawn(&pid, executable.c_str(), &actions, &attr, argv, environ);
   posix_spawnattr_destroy(&attr);
@@ -57,7 +59,7 @@ pid_t SpawnKeeper(const std::string& executable, int read_fd) {
 
 }  // namespace
 
-SessionKeeper::SessionKeeper(const std::string& executable) {
+SessionKeeper::SessionKeeper(const std::string& executable) : cgroup_(JobCgroup::Create()) {
   int read_fd = -1;
   try {
     int fds[2];
@@ -65,11 +67,12 @@ SessionKeeper::SessionKeeper(const std::string& executable) {
     read_fd = AboveStandardStreams(fds[0]);
     write_fd_ = AboveStandardStreams(fds[1]);
     if (read_fd < 0 || write_fd_ < 0) throw SystemError(ErrnoMessage("fcntl F_DUPFD", errno));
-    pid_ = SpawnKeeper(executable, read_fd);
+    pid_ = SpawnKeeper(executable, read_fd, cgroup_.Path());
     pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
   } catch (const std::exception& error) {
     if (write_fd_ >= 0) ::close(write_fd_);
     write_fd_ = -1;
+    cgroup_.Remove();  // no keeper to sweep and remove it: no worker joins
     spdlog::warn("no session keeper ({}): what the workers start may outlive ddprun", error.what());
   }
   if (read_fd >= 0) ::close(read_fd);  // the keeper's copy is its stdin
@@ -96,6 +99,7 @@ SessionKeeper::~SessionKeeper() {
     spdlog::warn("the session keeper was killed by {}: what the workers started was not swept",
                  SignalName(WTERMSIG(status)).value_or(std::to_string(WTERMSIG(status))));
   }
+  cgroup_.Remove();  // gone already when the keeper finished its sweep
 }
 
 bool IsSessionKeeper(int argc, char** argv) {

@@ -6,9 +6,12 @@
 
 #include <cerrno>
 #include <csignal>
+#include <optional>
 #include <string>
 
 #include "elastic/session_sweep.h"
+#include "launcher/process/cgroup_table.h"
+#include "launcher/process/job_cgroup.h"
 #include "launcher/process/proc_table.h"
 #include "launcher/process/session_keeper.h"
 
@@ -44,25 +47,44 @@ std::string Pids(const std::vector<int>& pids) {
   return text;
 }
 
+// The two tables and which one to use: the job cgroup's while every guarded session is in it
+// (elastic::SessionSweep::EverySessionInCgroup), else all of /proc.
+class Tables {
+ public:
+  explicit Tables(const char* cgroup) {
+    if (cgroup != nullptr) listed_.emplace(cgroup);
+  }
+  elastic::ProcessTable& For(const elastic::SessionSweep& sweep) {
+    if (listed_ && sweep.EverySessionInCgroup()) return *listed_;
+    return scan_;
+  }
+
+ private:
+  ProcProcessTable scan_;
+  std::optional<CgroupProcessTable> listed_;
+};
+
 }  // namespace
 
-int RunSessionKeeper() {
+int RunSessionKeeper(int argc, char** argv) {
   Detach();
   if (!StdinIsPipe()) {
     WriteError("an internal helper of ddprun, not to be run by hand");
     return 2;
   }
+  const char* cgroup = argc >= 2 && *argv[1] != '\0' ? argv[1] : nullptr;  // the job cgroup
   elastic::SessionSweep sweep;
-  ProcProcessTable table;
+  Tables tables(cgroup);
   char buffer[4096];
   for (;;) {
     const ssize_t size = ::read(STDIN_FILENO, buffer, sizeof buffer);
     if (size < 0 && errno == EINTR) continue;
     if (size <= 0) break;  // end of file: the launcher is gone
     sweep.Feed(std::string_view(buffer, static_cast<std::size_t>(size)));
-    sweep.Prune(table);
+    sweep.Prune(tables.For(sweep));
   }
-  const elastic::SweepReport report = sweep.Sweep(table);
+  const elastic::SweepReport report = sweep.Sweep(tables.For(sweep));
+  if (cgroup != nullptr) RemoveJobCgroup(cgroup);
   if (report.survivors.empty()) return 0;
   WriteError("processes of ddprun's workers survived SIGKILL after " +
              std::to_string(report.passes) + " passes: " + Pids(report.survivors));

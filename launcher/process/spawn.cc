@@ -17,6 +17,7 @@
 #include "common/errors.h"
 #include "common/open_files.h"
 #include "elastic/cpu_binding.h"
+#include "elastic/session_sweep.h"
 
 namespace ddprun::launcher::process {
 namespace {
@@ -60,19 +61,32 @@ CStringArray ArgvBlock(const std::string& program, std::vector<std::string> argv
   return CStringArray(std::move(argv));
 }
 
-// "<pid>\n" to the session keeper's pipe, with async-signal-safe calls only. One write of less
-// than PIPE_BUF bytes: atomic, whatever other workers write at the same time.
-void WritePidLine(int fd, pid_t pid) {
-  char text[24];
+// "<pid>\n", or "<pid> cgroup\n" when the worker is in the job cgroup (elastic::kInCgroupFlag),
+// to the session keeper's pipe, with async-signal-safe calls only. One write of less than
+// PIPE_BUF bytes: atomic, whatever other workers write at the same time.
+void WritePidLine(int fd, pid_t pid, bool in_cgroup) {
+  char text[32];
   char* end = text + sizeof text;
   char* at = end;
   *--at = '\n';
+  if (in_cgroup) {
+    at -= elastic::kInCgroupFlag.size();
+    std::memcpy(at, elastic::kInCgroupFlag.data(), elastic::kInCgroupFlag.size());
+  }
   do {
     *--at = static_cast<char>('0' + pid % 10);
     pid /= 10;
   } while (pid > 0);
   while (::write(fd, at, static_cast<std::size_t>(end - at)) < 0 && errno == EINTR) {
   }
+}
+
+// Moves the calling process into the cgroup whose cgroup.procs `fd` is: "0" names the writer.
+bool JoinCgroup(int fd) {
+  ssize_t written;
+  while ((written = ::write(fd, "0", 1)) < 0 && errno == EINTR) {
+  }
+  return written == 1;
 }
 
 // A failed sched_setaffinity travels through the error pipe as this plus errno, so that the
@@ -101,6 +115,7 @@ struct ChildSetup {
   int stdout_fd;
   int stderr_fd;
   int session_keeper_fd;
+  int job_cgroup_fd;
   const CpuMask* cpus;
   int inherited_fd;
 
@@ -109,8 +124,11 @@ struct ChildSetup {
       return kAffinityError + errno;
     }
     setsid();
+    // In the job cgroup before the keeper hears of it (the keeper trusts the cgroup for this
+    // session only if it is), and before it can start anything (its children inherit it).
+    const bool in_cgroup = job_cgroup_fd >= 0 && JoinCgroup(job_cgroup_fd);
     // Registered before exec, so no window exists in which the worker runs unguarded.
-    if (session_keeper_fd >= 0) WritePidLine(session_keeper_fd, getpid());
+    if (session_keeper_fd >= 0) WritePidLine(session_keeper_fd, getpid(), in_cgroup);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != launcher_pid) _exit(128 + SIGKILL);  // the launcher died before prctl
     // The launcher raised its own open-file limit; the worker gets the one it would have had.
@@ -218,6 +236,7 @@ SpawnResult SpawnWorker(const SpawnRequest& request) {
                          request.stdout_fd,
                          request.stderr_fd,
                          request.session_keeper_fd,
+                         request.job_cgroup_fd,
                          &cpus,
                          request.inherited_fd};
   // vfork: the child borrows the launcher's memory until it execs (no page tables copied, no

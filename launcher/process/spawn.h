@@ -1,9 +1,10 @@
 // The one place that decides how a worker process is started (the spawning policy): its own
-// session and process group, registered with the session keeper (session_keeper.h) before it
-// runs any of its own code, stdin from /dev/null, PR_SET_PDEATHSIG(SIGKILL) so that it dies
-// with the launcher, default signal dispositions and an empty signal mask, the launcher's
-// descriptors closed on exec, pinned to its --numa-binding CPUs (sched_setaffinity, which exec
-// keeps), and exec failures reported as a shell does (127/126).
+// session and process group, in the job cgroup (job_cgroup.h) when there is one, registered
+// with the session keeper (session_keeper.h) before it runs any of its own code, stdin from
+// /dev/null, PR_SET_PDEATHSIG(SIGKILL) so that it dies with the launcher, default signal
+// dispositions and an empty signal mask, the launcher's descriptors closed on exec, pinned to its
+// --numa-binding CPUs (sched_setaffinity, which exec keeps), and exec failures reported as a shell
+// does (127/126).
 #pragma once
 #include <sys/types.h>
 
@@ -19,8 +20,11 @@ struct SpawnRequest {
   int stdout_fd = -1;  // -1: inherit the launcher's
   int stderr_fd = -1;
   int session_keeper_fd = -1;  // >= 0: the child writes "<pid>\n" there before exec
-  std::vector<int> cpus;       // non-empty: the child's CPU affinity, set before exec
-  int inherited_fd = -1;       // >= 0: the child's descriptor 3 (the warm pool's control socket)
+  // >= 0: the job cgroup's cgroup.procs; the child writes "0" there (joins it) before it writes
+  // its line to the keeper, which then reads "<pid> cgroup\n" if that worked.
+  int job_cgroup_fd = -1;
+  std::vector<int> cpus;  // non-empty: the child's CPU affinity, set before exec
+  int inherited_fd = -1;  // >= 0: the child's descriptor 3 (the warm pool's control socket)
 };
 
 struct SpawnResult {

@@ -28,7 +28,11 @@ constexpr int kSendBuffer = 2 << 20;  // a fork request carries the environment 
 
 // The pool's arguments: its end of the socket, sys.path[0] and the modules to import.
 std::string PoolArguments(const WarmPoolOptions& options) {
-  return nlohmann::json{{"fd", 3}, {"path0", options.path0}, {"preload", options.preload}}.dump();
+  return nlohmann::json{{"fd", 3},
+                        {"path0", options.path0},
+                        {"preload", options.preload},
+                        {"cgroup", options.job_cgroup_dir}}
+      .dump();
 }
 
 std::string EndText(int wait_status) {
@@ -98,6 +102,7 @@ WarmPool::WarmPool(asio::io_context& io, WarmPoolOptions options, ExitHandler on
   request.env = options_.env;
   request.stdout_fd = devnull;
   request.session_keeper_fd = options_.session_keeper_fd;
+  request.job_cgroup_fd = options_.job_cgroup_fd;
   request.inherited_fd = fds[1];
   const SpawnResult spawned = SpawnWorker(request);
   ::close(fds[1]);

@@ -35,6 +35,8 @@ struct WarmPoolOptions {
   std::string path0;                       // sys.path[0] while preloading (the script's dir)
   std::map<std::string, std::string> env;  // the workers' base environment
   int session_keeper_fd = -1;              // SessionKeeper::WriteFd(), or -1
+  int job_cgroup_fd = -1;                  // SessionKeeper::JobCgroupFd(): the pool joins it
+  std::string job_cgroup_dir;              // its directory ("": none), for the workers' lines
   std::chrono::milliseconds reply_timeout{10'000};  // a fork request is answered within
 };
 

@@ -1,9 +1,10 @@
 """ddprun's warm pool: one preloaded Python interpreter per node that forks the workers.
 
 Run as `python -u -c <this text> <json>` (or `python -u warm_pool.py <json>`), stdlib only,
-Python 3.8+, Linux. argv[1]: {"fd": N, "path0": DIR, "preload": [MODULE, ...]}: N is an
-inherited AF_UNIX SOCK_SEQPACKET socket to the launcher; DIR replaces sys.path[0] while the
-modules are imported, in order.
+Python 3.8+, Linux. argv[1]: {"fd": N, "path0": DIR, "preload": [MODULE, ...], "cgroup": C}: N is
+an inherited AF_UNIX SOCK_SEQPACKET socket to the launcher; DIR replaces sys.path[0] while the
+modules are imported, in order; C (optional, "" for none) is the job cgroup's directory, where
+the launcher put the pool and so its workers (ddprun's launcher/process/job_cgroup.h).
 
 Protocol: JSON in UTF-8, one message per datagram.
 pool -> launcher
@@ -21,7 +22,8 @@ launcher -> pool
             "target": "script.py"|"pkg.mod", "cpus": [0, 1]}}  with 3 or 4 fds (SCM_RIGHTS): the
       worker's stdin, stdout, stderr, and the session keeper's pipe (ddprun's
       launcher/process/session_keeper.h), where the worker writes "<pid>\n" right after its
-      setsid(), before any code of the script runs, as an exec'd worker does. Up to 1 MiB (the sender needs SO_SNDBUF above that).
+      setsid(), before any code of the script runs, as an exec'd worker does ("<pid> cgroup\n"
+      when it is listed in the job cgroup C). Up to 1 MiB (the sender needs SO_SNDBUF above that).
   end of file: the pool exits at once (os._exit; its workers die by PDEATHSIG).
 The pool is single-threaded: a selectors loop over the socket and a pidfd per live worker
 (os.pidfd_open), or, without pidfds, SIGCHLD through signal.set_wakeup_fd.
@@ -214,8 +216,9 @@ def _request_id(data):
 class _Pool:
     """The serve loop. serve() returns only in a freshly forked worker, with its request."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, cgroup):
         self.sock = sock
+        self.cgroup = cgroup  # the job cgroup's directory, or ""
         self.pid = os.getpid()
         self.selector = selectors.DefaultSelector()
         self.children = {}  # pid -> pidfd, or None without pidfds
@@ -301,6 +304,17 @@ class _Pool:
             if self.children.pop(pid, 0) is None:
                 _send(self.sock, {"exit": pid, "status": status})
 
+    def _cgroup_mark(self):
+        """b" cgroup" when this process is listed in the job cgroup (the keeper then trusts
+        the cgroup's list for its session), else b"" (the keeper scans /proc)."""
+        if not self.cgroup:
+            return b""
+        try:
+            with open(os.path.join(self.cgroup, "cgroup.procs"), "rb") as procs:
+                return b" cgroup" if b"%d" % os.getpid() in procs.read().split() else b""
+        except OSError:
+            return b""
+
     def _leave(self, keeper_fd):
         """In the worker: drops the pool's fds (never unregistering: the epoll set is shared),
         registers its session with the session keeper and ties the worker to the pool's life."""
@@ -311,8 +325,8 @@ class _Pool:
             _close_all(self.wakeup)
         os.setsid()
         if keeper_fd is not None:
-            try:
-                os.write(keeper_fd, b"%d\n" % os.getpid())  # one write below PIPE_BUF: atomic
+            try:  # one write below PIPE_BUF: atomic
+                os.write(keeper_fd, b"%d%s\n" % (os.getpid(), self._cgroup_mark()))
             except OSError:
                 pass  # no keeper left: the launcher is gone, and PDEATHSIG follows
             os.close(keeper_fd)
@@ -336,7 +350,7 @@ def _pool_main(argv):
         _pool_exit()
     _send(sock, {"ready": True, "preload_s": time.monotonic() - start, "preloaded": preload,
                  "python": sys.version.split()[0], "pid": os.getpid()})
-    return _Pool(sock).serve()
+    return _Pool(sock, config.get("cgroup") or "").serve()
 
 
 # ---- the worker ----------------------------------------------------------------------------

@@ -147,7 +147,7 @@ def clean_env(extra=None, drop=()):
                 "OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
                 "LOGLEVEL", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "DDPRUN_PYTHON",
                 "CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK",
-                "WORLD_SIZE"):
+                "WORLD_SIZE", "DDPRUN_JOB_CGROUP"):
             continue
         env[key] = value
     for key in drop:

@@ -117,6 +117,15 @@ class WarmRestartBase(lib.DdprunTestCase):
                 pass
         return pids
 
+    @staticmethod
+    def cgroup_of(pid):
+        """The process's cgroup v2 path ("0::" line), "" when gone or none."""
+        try:
+            with open("/proc/%d/cgroup" % pid) as f:
+                return next((ln[3:].strip() for ln in f if ln.startswith("0::")), "")
+        except OSError:
+            return ""
+
     def wait_for_pool(self, proc, timeout=60):
         def ready():
             if proc.poll() is not None:
@@ -215,6 +224,15 @@ class WarmRestartTorch1(WarmRestartBase):
         self.assertTrue(self.pool_pids(), "no pool running")
         job = lib.pids_with_marker(self.marker)
         self.assertGreaterEqual(len(job), 6, job)  # ddprun, keeper, pool, 2 workers, 2 sleeps
+        # Where a job cgroup was made (root, cgroup v2 writable): the pool is in it, and so
+        # everything it forked (launcher/process/job_cgroup.h).
+        pool = self.pool_pids()[0]
+        pool_cgroup = self.cgroup_of(pool)
+        if "/ddprun-" in pool_cgroup:
+            keeper = [p for p in job if lib.read_file("/proc/%d/comm" % p).strip() ==
+                      "ddprun-keeper"]
+            forked = [p for p in job if p not in [proc.pid, pool] + keeper]
+            self.assertEqual({self.cgroup_of(p) for p in forked} - {""}, {pool_cgroup})
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         self.wait_gone(job, timeout=20, what="the job's processes")

@@ -94,6 +94,37 @@ TEST_CASE("the launcher's lines name the sessions to guard", "[elastic][orphans]
   CHECK(sweep.Sessions() == std::set<int>{100, 200, 400});
 }
 
+TEST_CASE("a line may say its worker joined the job cgroup", "[elastic][orphans]") {
+  SessionSweep sweep;
+  CHECK(sweep.EverySessionInCgroup());  // nothing guarded: any table will do
+  sweep.Feed("100 cgroup\n200 cgr");
+  CHECK(sweep.Sessions() == std::set<int>{100});
+  sweep.Feed("oup\n");
+  CHECK(sweep.Sessions() == std::set<int>{100, 200});
+  CHECK(sweep.EverySessionInCgroup());
+  sweep.Feed("300 cgroupx\n300  cgroup\n cgroup\n1 cgroup\n300 Cgroup\n");  // all malformed
+  CHECK(sweep.Sessions() == std::set<int>{100, 200});
+  CHECK(sweep.EverySessionInCgroup());
+  sweep.Feed("400\n");  // the old form: a worker outside the cgroup
+  CHECK(sweep.Sessions() == std::set<int>{100, 200, 400});
+  CHECK_FALSE(sweep.EverySessionInCgroup());
+}
+
+TEST_CASE("the cgroup is trusted again once the sessions outside it are forgotten",
+          "[elastic][orphans]") {
+  FakeTable table = Job();  // sessions 100 and 200 live, 400 has no process
+  SessionSweep sweep;
+  sweep.Feed("100 cgroup\n200 cgroup\n400\n");
+  CHECK_FALSE(sweep.EverySessionInCgroup());
+  sweep.Prune(table);
+  CHECK(sweep.Sessions() == std::set<int>{100, 200});
+  CHECK(sweep.EverySessionInCgroup());
+  sweep.Feed("200\n");  // a session id fed again speaks for the new worker
+  CHECK_FALSE(sweep.EverySessionInCgroup());
+  sweep.Feed("200 cgroup\n");
+  CHECK(sweep.EverySessionInCgroup());
+}
+
 TEST_CASE("the targets are the live processes of the guarded sessions", "[elastic][orphans]") {
   FakeTable table = Job();
   table.processes.push_back({103, 100, true});  // a zombie: nothing to kill
