@@ -90,24 +90,29 @@ JobCgroup JobCgroup::Create() {
     return {};
   }
   const int fd = ::open((path + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) {
+  const int dir_fd = fd < 0 ? -1 : ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || dir_fd < 0) {
     spdlog::debug("no job cgroup ({}): the session keeper scans /proc",
-                  ErrnoMessage("open " + path + "/cgroup.procs", errno));
+                  ErrnoMessage("open " + path + (fd < 0 ? "/cgroup.procs" : ""), errno));
+    if (fd >= 0) ::close(fd);
     ::rmdir(path.c_str());
     return {};
   }
   spdlog::debug("job cgroup {}", path);
-  return JobCgroup(std::move(path), fd);
+  return JobCgroup(std::move(path), fd, dir_fd);
 }
 
 JobCgroup::JobCgroup(JobCgroup&& other) noexcept
-    : path_(std::exchange(other.path_, "")), procs_fd_(std::exchange(other.procs_fd_, -1)) {}
+    : path_(std::exchange(other.path_, "")),
+      procs_fd_(std::exchange(other.procs_fd_, -1)),
+      dir_fd_(std::exchange(other.dir_fd_, -1)) {}
 
 JobCgroup& JobCgroup::operator=(JobCgroup&& other) noexcept {
   if (this != &other) {
     Close();
     path_ = std::exchange(other.path_, "");
     procs_fd_ = std::exchange(other.procs_fd_, -1);
+    dir_fd_ = std::exchange(other.dir_fd_, -1);
   }
   return *this;
 }
@@ -116,7 +121,9 @@ JobCgroup::~JobCgroup() { Close(); }
 
 void JobCgroup::Close() {
   if (procs_fd_ >= 0) ::close(procs_fd_);
+  if (dir_fd_ >= 0) ::close(dir_fd_);
   procs_fd_ = -1;
+  dir_fd_ = -1;
 }
 
 void JobCgroup::Remove() {

@@ -33,14 +33,19 @@ class JobCgroup {
   // cgroup.procs, write-only and close-on-exec: a child that writes "0" to it joins the cgroup
   // (async-signal-safe: one write(2)). -1 when none.
   int ProcsFd() const { return procs_fd_; }
+  // The directory (O_PATH, close-on-exec), for clone3's CLONE_INTO_CGROUP (spawn.h); -1 when
+  // none.
+  int DirFd() const { return dir_fd_; }
   // Closes cgroup.procs and removes the directory if it is empty now (no wait); none after.
   void Remove();
 
  private:
-  JobCgroup(std::string path, int procs_fd) : path_(std::move(path)), procs_fd_(procs_fd) {}
+  JobCgroup(std::string path, int procs_fd, int dir_fd)
+      : path_(std::move(path)), procs_fd_(procs_fd), dir_fd_(dir_fd) {}
   void Close();
   std::string path_;
   int procs_fd_ = -1;
+  int dir_fd_ = -1;
 };
 
 // Removes job cgroup `path` once its processes have gone: rmdir, and while the kernel says busy

@@ -42,8 +42,8 @@ class SessionKeeper {
   // The pipe's write end for the spawner (close-on-exec, only the launcher holds it); -1 when
   // there is no keeper.
   int WriteFd() const { return write_fd_; }
-  // The job cgroup's cgroup.procs for the spawner (JobCgroup::ProcsFd); -1 when there is none.
-  int JobCgroupFd() const { return cgroup_.ProcsFd(); }
+  // The job cgroup's directory for the spawner (JobCgroup::DirFd); -1 when there is none.
+  int JobCgroupFd() const { return cgroup_.DirFd(); }
   const std::string& JobCgroupPath() const { return cgroup_.Path(); }
   pid_t Pid() const { return pid_; }
 

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -81,12 +82,59 @@ void WritePidLine(int fd, pid_t pid, bool in_cgroup) {
   }
 }
 
-// Moves the calling process into the cgroup whose cgroup.procs `fd` is: "0" names the writer.
-bool JoinCgroup(int fd) {
+// clone3(2)'s arguments (Linux 5.7's layout, with `cgroup`), spelled out here: <linux/sched.h>
+// clashes with glibc's <sched.h>.
+struct CloneArgs {
+  std::uint64_t flags = 0;
+  std::uint64_t pidfd = 0;
+  std::uint64_t child_tid = 0;
+  std::uint64_t parent_tid = 0;
+  std::uint64_t exit_signal = 0;
+  std::uint64_t stack = 0;
+  std::uint64_t stack_size = 0;
+  std::uint64_t tls = 0;
+  std::uint64_t set_tid = 0;
+  std::uint64_t set_tid_size = 0;
+  std::uint64_t cgroup = 0;
+};
+constexpr std::uint64_t kCloneIntoCgroup = 0x200000000ULL;
+#ifdef SYS_clone3
+constexpr long kClone3 = SYS_clone3;
+#else
+constexpr long kClone3 = 435;  // the same number on every architecture
+#endif
+
+// A raw clone3 skips the sanitizers' fork handling (TSan's runtime locks), so their builds join
+// the cgroup from the child instead (JoinCgroup): slower, the same in effect.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr bool kRawCloneSafe = false;
+#else
+constexpr bool kRawCloneSafe = true;
+#endif
+
+// Moves the calling process into the cgroup directory `cgroup_fd` by writing "0" (the writer)
+// to its cgroup.procs, with async-signal-safe calls only.
+bool JoinCgroup(int cgroup_fd) {
+  const int procs = ::openat(cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+  if (procs < 0) return false;
   ssize_t written;
-  while ((written = ::write(fd, "0", 1)) < 0 && errno == EINTR) {
+  while ((written = ::write(procs, "0", 1)) < 0 && errno == EINTR) {
   }
+  ::close(procs);
   return written == 1;
+}
+
+// A fork whose child starts in the cgroup directory `cgroup_fd` (CLONE_INTO_CGROUP). Joining
+// after the start, a write to cgroup.procs, takes the cgroup threadgroup lock for writing,
+// which after a quiet spell waits for an RCU grace period: 5-15 ms for a launch's first
+// worker. A fork, not a vfork: clone3 shares memory only with a stack of the child's own.
+// -1 with errno set when the kernel refuses (older than 5.7, not a cgroup, ...).
+pid_t ForkIntoCgroup(int cgroup_fd) {
+  CloneArgs args;
+  args.flags = kCloneIntoCgroup;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<std::uint64_t>(cgroup_fd);
+  return static_cast<pid_t>(::syscall(kClone3, &args, sizeof args));
 }
 
 // A failed sched_setaffinity travels through the error pipe as this plus errno, so that the
@@ -115,7 +163,8 @@ struct ChildSetup {
   int stdout_fd;
   int stderr_fd;
   int session_keeper_fd;
-  int job_cgroup_fd;
+  bool in_cgroup;   // started in the job cgroup (ForkIntoCgroup)
+  int join_cgroup;  // >= 0: a cgroup directory to join (JoinCgroup) when not started in it
   const CpuMask* cpus;
   int inherited_fd;
 
@@ -124,17 +173,17 @@ struct ChildSetup {
       return kAffinityError + errno;
     }
     setsid();
-    // In the job cgroup before the keeper hears of it (the keeper trusts the cgroup for this
-    // session only if it is), and before it can start anything (its children inherit it).
-    const bool in_cgroup = job_cgroup_fd >= 0 && JoinCgroup(job_cgroup_fd);
+    // In the job cgroup before the keeper hears of it (it trusts the cgroup for this session
+    // only then), and before it can start anything (its children inherit the cgroup).
+    const bool joined = in_cgroup || (join_cgroup >= 0 && JoinCgroup(join_cgroup));
     // Registered before exec, so no window exists in which the worker runs unguarded.
-    if (session_keeper_fd >= 0) WritePidLine(session_keeper_fd, getpid(), in_cgroup);
+    if (session_keeper_fd >= 0) WritePidLine(session_keeper_fd, getpid(), joined);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != launcher_pid) _exit(128 + SIGKILL);  // the launcher died before prctl
     // The launcher raised its own open-file limit; the worker gets the one it would have had.
     if (const rlimit* files = OriginalOpenFileLimit()) setrlimit(RLIMIT_NOFILE, files);
     // Dispositions first, then the mask: no handler of the launcher's can run in the child,
-    // which shares the launcher's memory until it execs (vfork).
+    // which may share the launcher's memory until it execs (vfork).
     for (int signal = 1; signal < NSIG; ++signal) {
       if (signal != SIGKILL && signal != SIGSTOP) ::signal(signal, SIG_DFL);
     }
@@ -231,18 +280,24 @@ SpawnResult SpawnWorker(const SpawnRequest& request) {
     ::close(kInheritedFd);
     if (error_write.fd < 0) return {-1, 126, ErrnoMessage("cannot start '" + program + "'", errno)};
   }
-  const ChildSetup setup{::getpid(),
+  // In the job cgroup from its start, so that the keeper may trust the cgroup for its session
+  // and all it starts is in it too; else (no cgroup, or the kernel refuses) a vfork: the child
+  // borrows the launcher's memory until it execs (no page tables copied, no copy-on-write
+  // faults after), and the launcher waits meanwhile, as it would for the error pipe anyway.
+  // Everything the child needs is built above; it only makes system calls.
+  const pid_t launcher = ::getpid();  // before the fork: in its child getpid() is the child's
+  const bool clone_into = kRawCloneSafe && request.job_cgroup_fd >= 0;
+  pid_t pid = clone_into ? ForkIntoCgroup(request.job_cgroup_fd) : -1;
+  const ChildSetup setup{launcher,
                          devnull.fd,
                          request.stdout_fd,
                          request.stderr_fd,
                          request.session_keeper_fd,
-                         request.job_cgroup_fd,
+                         pid >= 0,
+                         kRawCloneSafe ? -1 : request.job_cgroup_fd,
                          &cpus,
                          request.inherited_fd};
-  // vfork: the child borrows the launcher's memory until it execs (no page tables copied, no
-  // copy-on-write faults after), and the launcher waits meanwhile, as it would for the error
-  // pipe anyway. Everything the child needs is built above; it only makes system calls.
-  const pid_t pid = ::vfork();
+  if (pid < 0) pid = ::vfork();
   if (pid < 0) return {-1, 126, ErrnoMessage("cannot start '" + program + "': vfork", errno)};
   if (pid == 0) {
     int error = setup.Run();

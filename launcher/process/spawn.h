@@ -20,8 +20,9 @@ struct SpawnRequest {
   int stdout_fd = -1;  // -1: inherit the launcher's
   int stderr_fd = -1;
   int session_keeper_fd = -1;  // >= 0: the child writes "<pid>\n" there before exec
-  // >= 0: the job cgroup's cgroup.procs; the child writes "0" there (joins it) before it writes
-  // its line to the keeper, which then reads "<pid> cgroup\n" if that worked.
+  // >= 0: the job cgroup's directory (O_PATH): the child starts in it (clone3 with
+  // CLONE_INTO_CGROUP) and its keeper line reads "<pid> cgroup\n"; where the kernel refuses, it
+  // starts outside (vfork) and the line is "<pid>\n".
   int job_cgroup_fd = -1;
   std::vector<int> cpus;  // non-empty: the child's CPU affinity, set before exec
   int inherited_fd = -1;  // >= 0: the child's descriptor 3 (the warm pool's control socket)

@@ -103,6 +103,7 @@ TEST_CASE("a job cgroup is made in this process's cgroup and removed", "[launche
     CHECK(std::filesystem::path(path).filename().string().rfind(
               "ddprun-" + std::to_string(::getpid()) + "-", 0) == 0);
     CHECK(test.cgroup.ProcsFd() >= 0);
+    CHECK(test.cgroup.DirFd() >= 0);
     CHECK((::fcntl(test.cgroup.ProcsFd(), F_GETFD) & FD_CLOEXEC) != 0);
     const auto parent = JobCgroupParent(std::getenv(kJobCgroupVariable),
                                         ReadKernelFile("/proc/self/mountinfo").value_or(""),
@@ -162,12 +163,14 @@ TEST_CASE("a spawned worker joins the job cgroup before it tells the keeper",
   int keeper[2];
   REQUIRE(::pipe2(keeper, O_CLOEXEC) == 0);
   const SpawnResult spawned =
-      SpawnWorker({{"/bin/sleep", "30"}, {}, -1, -1, keeper[1], test.cgroup.ProcsFd(), {}});
+      SpawnWorker({{"/bin/sleep", "30"}, {}, -1, -1, keeper[1], test.cgroup.DirFd(), {}});
   ::close(keeper[1]);
   REQUIRE(spawned.pid > 0);
   const std::string line = ReadLine(keeper[0]);
   ::close(keeper[0]);
   CHECK(line == std::to_string(spawned.pid) + " cgroup\n");
+  INFO("procs: " << ReadKernelFile(test.cgroup.Path() + "/cgroup.procs").value_or("?"));
+  INFO("stat: " << ReadKernelFile("/proc/" + std::to_string(spawned.pid) + "/stat").value_or("?"));
   CHECK(CgroupProcessTable(test.cgroup.Path()).Snapshot({spawned.pid}).size() == 1);
   const std::string name = std::filesystem::path(test.cgroup.Path()).filename().string();
   const std::string in = CgroupOf(spawned.pid);
@@ -179,7 +182,7 @@ TEST_CASE("a spawned worker joins the job cgroup before it tells the keeper",
 TEST_CASE("a worker that cannot join says so on its line", "[launcher][orphans]") {
   int keeper[2];
   REQUIRE(::pipe2(keeper, O_CLOEXEC) == 0);
-  const int unwritable = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // write(2) fails: EBADF
+  const int unwritable = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // not a cgroup: refused
   const SpawnResult spawned =
       SpawnWorker({{"/bin/sleep", "30"}, {}, -1, -1, keeper[1], unwritable, {}});
   ::close(keeper[1]);
