@@ -56,14 +56,21 @@ LAUNCHER_LINE = re.compile(
     r"  (rank|exitcode|time|error_file) +:|ranks? [\d, ]+ (stuck at|at|in|waiting) |stacks: )")
 
 
-def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def job_bench_parser(description, cases, runs) -> argparse.ArgumentParser:
+    """The options of the benches that run one job per case with torch 2.x (this one and
+    warm_restart_bench.py): ddprun, build dir, the venv's python, cases, runs per case."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--ddprun", default=lib.DDPRUN, help="the ddprun binary")
     p.add_argument("--build-dir", type=Path, default=Path(lib.BUILD_DIR))
     p.add_argument("--torch2-python", help="python of a torch 2.x venv")
-    p.add_argument("--cases", default=",".join(CASES), help="comma-separated, of: " +
-                   ", ".join(CASES))
-    p.add_argument("--runs", type=int, default=1, help="runs per case")
+    p.add_argument("--cases", default=",".join(cases), help="comma-separated, of: " +
+                   ", ".join(cases))
+    p.add_argument("--runs", type=int, default=runs, help="runs per case")
+    return p
+
+
+def parse_args() -> argparse.Namespace:
+    p = job_bench_parser(__doc__.split("\n")[0], CASES, runs=1)
     p.add_argument("--timeout", type=float, default=3.0,
                    help="--hang-timeout and the file timer's `after` (s)")
     p.add_argument("--cap", type=float, default=60.0,

@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 sys.path.insert(0, str(REPO / "bench"))
 import ddprun_testlib as lib  # noqa: E402
-from hang_bench import find_torch2_python, first, records  # noqa: E402
+from hang_bench import find_torch2_python, first, job_bench_parser, kill_job, records  # noqa: E402
 
 TRAIN = REPO / "tests" / "interop" / "hang_train.py"
 CASES = ["cold", "warm", "torchrun"]
@@ -51,13 +51,7 @@ STEPS = 12
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ddprun", default=lib.DDPRUN, help="the ddprun binary")
-    p.add_argument("--build-dir", type=Path, default=Path(lib.BUILD_DIR))
-    p.add_argument("--torch2-python", help="python of a torch 2.x venv")
-    p.add_argument("--cases", default=",".join(CASES), help="comma-separated, of: " +
-                   ", ".join(CASES))
-    p.add_argument("--runs", type=int, default=5, help="runs per case")
+    p = job_bench_parser(__doc__.split("\n")[0], CASES, runs=5)
     p.add_argument("--nproc", default="2", help="--nproc_per_node (an integer, or gpu)")
     p.add_argument("--kill-step", type=int, default=3, help="rank 1 is killed after this step")
     p.add_argument("--step-time", type=float, default=0.3, help="seconds of 'compute' per step")
@@ -76,16 +70,6 @@ def command(case, args, python, tmp):
     return [args.ddprun, "--standalone", "--nproc_per_node=%s" % args.nproc, "--max_restarts=1",
             "--warm-restart=%s" % ("on" if case == "warm" else "off"), "--python", python,
             "--event-log", os.path.join(tmp, "events.jsonl")] + script
-
-
-def kill_job(marker):
-    for _ in range(3):
-        pids = [p for p in lib.pids_with_marker(marker) if lib.is_alive(p)]
-        if not pids:
-            return
-        for pid in pids:
-            lib.kill_quietly(pid)
-        time.sleep(0.05)
 
 
 def kill_rank1(log, args):
