@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "common/errors.h"
@@ -124,6 +125,64 @@ bool JoinCgroup(int cgroup_fd) {
   return written == 1;
 }
 
+// What the child runs between its start and exec (RunChild).
+struct ChildStart;
+[[noreturn]] void RunChild(const ChildStart* start);
+
+constexpr std::size_t kChildStackSize = 64 * 1024;  // ChildSetup::Run and execve need little
+
+// A vfork whose child starts in the cgroup directory `cgroup_fd` (CLONE_INTO_CGROUP): it shares
+// this process's memory and runs RunChild(start) on `stack` (kChildStackSize bytes) until it
+// execs or exits, while this thread waits (CLONE_VFORK). clone3 gives the child a fresh stack,
+// so it cannot return through C++ frames: the few instructions after the system call are
+// assembly, per architecture. -1 where there is none, or when the kernel refuses.
+pid_t VforkIntoCgroup(int cgroup_fd, char* stack, const ChildStart& start) {
+  CloneArgs args;
+  args.flags = CLONE_VM | CLONE_VFORK | kCloneIntoCgroup;
+  args.exit_signal = SIGCHLD;
+  args.stack = reinterpret_cast<std::uint64_t>(stack);
+  args.stack_size = kChildStackSize;  // the top, stack + size, is 16-byte aligned (new[])
+  args.cgroup = static_cast<std::uint64_t>(cgroup_fd);
+  void (*const entry)(const ChildStart*) = RunChild;
+  const ChildStart* const argument = &start;
+#if defined(__x86_64__)
+  long result = kClone3;
+  asm volatile(
+      "syscall\n\t"
+      "testq %%rax, %%rax\n\t"
+      "jnz 1f\n\t"
+      "xorl %%ebp, %%ebp\n\t"  // the child: no frame above RunChild
+      "movq %[argument], %%rdi\n\t"
+      "callq *%[entry]\n\t"
+      "ud2\n"
+      "1:"
+      : "+a"(result)
+      : "D"(&args), "S"(sizeof args), [entry] "r"(entry), [argument] "r"(argument)
+      : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+  register long number asm("x8") = kClone3;
+  register long result asm("x0") = reinterpret_cast<long>(&args);
+  register long size asm("x1") = sizeof args;
+  asm volatile(
+      "svc #0\n\t"
+      "cbnz x0, 1f\n\t"
+      "mov x29, xzr\n\t"  // the child: no frame above RunChild
+      "mov x0, %[argument]\n\t"
+      "blr %[entry]\n\t"
+      "brk #0\n"
+      "1:"
+      : "+r"(result)
+      : "r"(number), "r"(size), [entry] "r"(entry), [argument] "r"(argument)
+      : "x30", "memory");
+#else
+  const long result = -ENOSYS;
+  (void)args;
+  (void)entry;
+  (void)argument;
+#endif
+  return result < 0 ? -1 : static_cast<pid_t>(result);
+}
+
 // A fork whose child starts in the cgroup directory `cgroup_fd` (CLONE_INTO_CGROUP). Joining
 // after the start, a write to cgroup.procs, takes the cgroup threadgroup lock for writing,
 // which after a quiet spell waits for an RCU grace period: 5-15 ms for a launch's first
@@ -201,6 +260,26 @@ struct ChildSetup {
     return 0;
   }
 };
+
+struct ChildStart {
+  const ChildSetup* setup;
+  const char* program;  // resolved
+  char** argv;
+  char** env;
+  int error_fd;  // the child's errno goes there when it cannot exec
+};
+
+// The child's whole life: set up, exec; on failure, the errno to the parent and _exit.
+[[noreturn]] void RunChild(const ChildStart* start) {
+  int error = start->setup->Run();
+  if (error == 0) {
+    ::execve(start->program, start->argv, start->env);
+    error = errno;
+  }
+  while (::write(start->error_fd, &error, sizeof error) < 0 && errno == EINTR) {
+  }
+  _exit(error >= kAffinityError ? 126 : 127);
+}
 
 // A descriptor closed when it goes out of scope.
 struct OwnedFd {
@@ -285,30 +364,27 @@ SpawnResult SpawnWorker(const SpawnRequest& request) {
   // borrows the launcher's memory until it execs (no page tables copied, no copy-on-write
   // faults after), and the launcher waits meanwhile, as it would for the error pipe anyway.
   // Everything the child needs is built above; it only makes system calls.
-  const pid_t launcher = ::getpid();  // before the fork: in its child getpid() is the child's
-  const bool clone_into = kRawCloneSafe && request.job_cgroup_fd >= 0;
-  pid_t pid = clone_into ? ForkIntoCgroup(request.job_cgroup_fd) : -1;
-  const ChildSetup setup{launcher,
-                         devnull.fd,
-                         request.stdout_fd,
-                         request.stderr_fd,
-                         request.session_keeper_fd,
-                         pid >= 0,
-                         kRawCloneSafe ? -1 : request.job_cgroup_fd,
-                         &cpus,
-                         request.inherited_fd};
+  ChildSetup setup{::getpid(),
+                   devnull.fd,
+                   request.stdout_fd,
+                   request.stderr_fd,
+                   request.session_keeper_fd,
+                   false,
+                   kRawCloneSafe ? -1 : request.job_cgroup_fd,
+                   &cpus,
+                   request.inherited_fd};
+  const ChildStart start{&setup, resolved.c_str(), argv.Get(), env.Get(), error_write.fd};
+  pid_t pid = -1;
+  if (kRawCloneSafe && request.job_cgroup_fd >= 0) {
+    setup.in_cgroup = true;
+    const std::unique_ptr<char[]> stack(new char[kChildStackSize]);
+    pid = VforkIntoCgroup(request.job_cgroup_fd, stack.get(), start);
+    if (pid < 0) pid = ForkIntoCgroup(request.job_cgroup_fd);
+    if (pid < 0) setup.in_cgroup = false;
+  }
   if (pid < 0) pid = ::vfork();
   if (pid < 0) return {-1, 126, ErrnoMessage("cannot start '" + program + "': vfork", errno)};
-  if (pid == 0) {
-    int error = setup.Run();
-    if (error == 0) {
-      ::execve(resolved.c_str(), argv.Get(), env.Get());
-      error = errno;
-    }
-    while (::write(error_write.fd, &error, sizeof error) < 0 && errno == EINTR) {
-    }
-    _exit(error >= kAffinityError ? 126 : 127);
-  }
+  if (pid == 0) RunChild(&start);
   ::close(std::exchange(error_write.fd, -1));
   if (const int error = ReadChildError(error_read.fd); error != 0) {
     int status = 0;

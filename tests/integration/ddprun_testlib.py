@@ -139,6 +139,38 @@ def killpg_quietly(pgid, sig=signal.SIGKILL):
         pass
 
 
+def job_cgroup_parents():
+    """Where ddprun makes its job cgroups (launcher/process/job_cgroup.h) when started from this
+    process: its own cgroup v2 directory under each cgroup2 mount; [] without cgroup v2."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            own = next((ln[3:].strip() for ln in f if ln.startswith("0::")), None)
+        with open("/proc/self/mountinfo") as f:
+            mounts = [ln.split() for ln in f if " - cgroup2 " in ln]
+    except OSError:
+        return []
+    if own is None:
+        return []
+    parents = []
+    for fields in mounts:  # fields[3]: the mount's root, fields[4]: where it is mounted
+        root, point = fields[3], fields[4]
+        if own == root or own.startswith(root.rstrip("/") + "/"):
+            parents.append(os.path.normpath(os.path.join(point, os.path.relpath(own, root))))
+    return parents
+
+
+def remove_job_cgroups(launcher_pids):
+    """Removes the empty job cgroups of these launchers (ddprun-<pid>-*): a test that SIGKILLs a
+    launcher and its session keeper together leaves one, as documented; tests clean up."""
+    for parent in job_cgroup_parents():
+        for pid in launcher_pids:
+            for path in glob.glob(os.path.join(parent, "ddprun-%d-*" % pid)):
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    pass
+
+
 def clean_env(extra=None, drop=()):
     """The test runner's environment without launcher-influencing variables, plus `extra`."""
     env = {}
@@ -214,6 +246,7 @@ class DdprunTestCase(unittest.TestCase):
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
+        remove_job_cgroups([proc.pid for proc in self._procs])
         self._rmtree(self.tmp)
 
     @staticmethod
