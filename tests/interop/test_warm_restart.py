@@ -216,6 +216,14 @@ class WarmRestartTorch1(WarmRestartBase):
                          result.describe())
         self.assertIn("hang_here", self.log(self.path("hang")) + result.stdout)
 
+    def test_a_warm_workers_error_file_reaches_the_summary(self):
+        result = self.run_job("record", "1:raise,0:wait", fifos=("go_1_0",))
+        self.assertExit(result, 1)
+        self.assertEqual(self.starts(self.path("record"))[1], ["warm", "warm"])
+        summary = result.stderr[result.stderr.index("Root Cause"):]
+        self.assertIn("warm worker failed on purpose", summary, result.describe())
+        self.assertRegex(summary, r"error_file: \S+/attempt_1/1/error.json", result.describe())
+
     def test_sigkill_of_ddprun_leaves_no_pool_worker_or_child(self):
         reports, proc = self.start_job("kill", "all:child", fifos=("go_1_0", "go_1_1"))
         self.wait_for_files([os.path.join(reports, "child_%d" % r) for r in (0, 1)],

@@ -7,6 +7,8 @@ each "RANK:WHAT" or "all:WHAT" (comma-separated for several ranks), WHAT one of:
   sigterm      kill itself with SIGTERM
   wait         block on REPORT_DIR/go_<attempt>_<rank> (a FIFO the test creates and writes to),
                then exit 3
+  raise        raise ValueError("warm worker failed on purpose") inside torchelastic's @record
+               (the error file, TORCHELASTIC_ERROR_FILE, gets the traceback)
   hang         print a line (its first sign of progress), then sleep 300 s in hang_here()
   child        start `sleep 300` in its session, write its pid to REPORT_DIR/child_<rank>, then
                block forever on the FIFO go_<attempt>_<rank>
@@ -78,6 +80,10 @@ def action(actions):
     return "ok"
 
 
+def fail_on_purpose():
+    raise ValueError("warm worker failed on purpose")
+
+
 def hang_here():
     time.sleep(300)  # warm_worker: the hung rank sleeps here
 
@@ -99,6 +105,9 @@ def main():
     if what == "wait":
         wait_for_go(report_dir)
         sys.exit(3)
+    if what == "raise":
+        from torch.distributed.elastic.multiprocessing.errors import record
+        record(fail_on_purpose)()
     if what == "hang":
         hang_here()
     if what == "child":
