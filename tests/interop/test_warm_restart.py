@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import ddprun_testlib as lib  # noqa: E402
@@ -223,6 +224,43 @@ class WarmRestartTorch1(WarmRestartBase):
         summary = result.stderr[result.stderr.index("Root Cause"):]
         self.assertIn("warm worker failed on purpose", summary, result.describe())
         self.assertRegex(summary, r"error_file: \S+/attempt_1/1/error.json", result.describe())
+
+    def test_numa_binding_pins_warm_workers_as_cold_ones(self):
+        # --numa-binding=exclusive on a CPU-only job: each local rank gets CPUs of its own (with
+        # fewer CPUs than ranks, the binding is refused: skipped).
+        if len(os.sched_getaffinity(0)) < 2:
+            self.skipTest("fewer than 2 CPUs")
+        result = self.run_job("numa", extra=("--numa-binding=exclusive",))
+        self.assertExit(result, 0)
+        self.assertEqual(self.starts(self.path("numa"))[1], ["warm", "warm"])
+        for rank in (0, 1):
+            cold = self.report(self.path("numa"), 0, rank)["affinity"]
+            self.assertEqual(self.report(self.path("numa"), 1, rank)["affinity"], cold)
+        self.assertNotEqual(self.report(self.path("numa"), 1, 0)["affinity"],
+                            self.report(self.path("numa"), 1, 1)["affinity"])
+
+    def test_a_warm_workers_file_timer_expires_as_a_cold_ones(self):
+        env = self.env({"TORCHELASTIC_ENABLE_FILE_TIMER": "1"})
+        result = self.run_job("timer", "1:timer,0:wait", fifos=("go_1_0",), env=env)
+        self.assertNotEqual(result.returncode, 0, result.describe())
+        self.assertEqual(self.starts(self.path("timer"))[1], ["warm", "warm"])
+        self.assertIn("file timer expired", result.stderr, result.describe())
+        self.assertIn("warm_step", result.stderr, result.describe())
+
+    def test_the_health_endpoint_counts_warm_workers(self):
+        reports, proc = self.start_job("health", "all:wait", fifos=("go_1_0", "go_1_1"),
+                                       extra=("--health-port=0",))
+        self.wait_for_files([os.path.join(reports, "report_1_%d.json" % r) for r in (0, 1)],
+                            timeout=TIMEOUT, proc=proc)
+        port = [e for e in self.events(reports) if e["event"] == "health_endpoint"][0]["port"]
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as reply:
+            metrics = reply.read().decode()
+        self.assertRegex(metrics, r"(?m)^ddprun_workers_running 2(\.0+)?$", metrics[-2000:])
+        for rank in (0, 1):
+            self.release(reports, "go_1_%d" % rank)
+        result = self.finish_job(reports, proc)
+        self.assertEqual(self.starts(reports)[1], ["warm", "warm"])
+        self.assertNotEqual(result.returncode, 0)  # attempt 1's workers exit 3, no restart left
 
     def test_sigkill_of_ddprun_leaves_no_pool_worker_or_child(self):
         reports, proc = self.start_job("kill", "all:child", fifos=("go_1_0", "go_1_1"))

@@ -9,6 +9,7 @@ each "RANK:WHAT" or "all:WHAT" (comma-separated for several ranks), WHAT one of:
                then exit 3
   raise        raise ValueError("warm worker failed on purpose") inside torchelastic's @record
                (the error file, TORCHELASTIC_ERROR_FILE, gets the traceback)
+  timer        sleep 60 s inside torchelastic's file timer, expires(after=1, scope="warm_step")
   hang         print a line (its first sign of progress), then sleep 300 s in hang_here()
   child        start `sleep 300` in its session, write its pid to REPORT_DIR/child_<rank>, then
                block forever on the FIFO go_<attempt>_<rank>
@@ -62,6 +63,7 @@ def report(report_dir, dataloader):
         "tty": [os.isatty(fd) for fd in (0, 1, 2)], "signals": signal_masks(),
         "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
         "random": random.random(), "start_method": multiprocessing.get_start_method(True),
+        "affinity": sorted(os.sched_getaffinity(0)),
         "dataloader": dataloader_sums() if dataloader else None,
     }
     path = os.path.join(report_dir, "report_%d_%d.json" % (ATTEMPT, RANK))
@@ -110,6 +112,11 @@ def main():
         record(fail_on_purpose)()
     if what == "hang":
         hang_here()
+    if what == "timer":
+        import torch.distributed.elastic.timer as timer
+        timer.configure(timer.FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
+        with timer.expires(after=1, scope="warm_step"):
+            time.sleep(60)
     if what == "child":
         child = subprocess.Popen(["sleep", "300"])
         with open(os.path.join(report_dir, "child_%d" % RANK), "w") as out:
