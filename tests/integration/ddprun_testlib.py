@@ -184,6 +184,10 @@ def clean_env(extra=None, drop=()):
         env[key] = value
     for key in drop:
         env.pop(key, None)
+    # DDPRUN_TEST_WARM_RESTART=on runs a suite with warm restart forced on (issue 40: the
+    # interop suite, before --warm-restart may default to on).
+    if os.environ.get("DDPRUN_TEST_WARM_RESTART"):
+        env["PET_WARM_RESTART"] = os.environ["DDPRUN_TEST_WARM_RESTART"]
     env.update(extra or {})
     return env
 
