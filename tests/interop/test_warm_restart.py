@@ -29,8 +29,8 @@ PER_RUN = {"MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID"}
 
 class WarmRestartBase(lib.DdprunTestCase):
     """Jobs of warm_worker.py on 2 workers whose rank 1 fails attempt 0 only when released
-    (FIFO go_0_1): a warm job releases it once its pool said it is ready (or why it is not),
-    so that attempt 1 has a pool to fork from."""
+    (FIFO go_0_1), once both ranks wrote their attempt-0 reports and, in a warm job, once its
+    pool said it is ready (or why it is not), so that attempt 1 has a pool to fork from."""
     require_binaries = (lib.DDPRUN,)
     python = lib.SYSTEM_PYTHON
 
@@ -51,6 +51,10 @@ class WarmRestartBase(lib.DdprunTestCase):
         proc = self.start([lib.DDPRUN] + args, env=env, stdout=stdout, stderr=stderr)
         if warm:
             self.wait_for_log(reports, proc, ("warm pool ready", FALLBACK))
+        # Both ranks reported before rank 1 fails: the stop that follows would kill a rank 0
+        # still busy before its report (a DataLoader's spawn workers importing torch 2).
+        self.wait_for_files([os.path.join(reports, "report_0_%d.json" % r) for r in (0, 1)],
+                            timeout=TIMEOUT, proc=proc)
         self.release(reports, "go_0_1")
         return reports, proc
 
