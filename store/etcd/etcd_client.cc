@@ -491,13 +491,15 @@ json EtcdClient::CallMembers(const std::string& path, const std::string& text) {
   for (std::size_t i = 0; i < members; ++i) {
     const std::size_t member = (current_ + i) % members;
     if (interrupted_) throw EtcdUnavailable("etcd: interrupted");
+    const auto timeout = pace_.Timeout();
     try {
       const auto asked = Clock::now();
-      json reply = round_trip_->Post(member, path, text, pace_.Timeout());
+      json reply = round_trip_->Post(member, path, text, timeout);
       pace_.Answered(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked));
       current_ = member;
       return reply;
     } catch (const MemberError& error) {
+      if (error.TimedOut()) pace_.TimedOut(timeout);
       problems += (problems.empty() ? "" : "; ") + options_.endpoints[member].ToString() + ": " +
                   error.what();
     }

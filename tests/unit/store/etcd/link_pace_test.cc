@@ -122,6 +122,23 @@ TEST_CASE("etcd client: a member slower than the timeout is waited for once the 
     CHECK_THROWS_WITH(Range(client), Catch::Contains("no answer within 0.50 s"));
     CHECK(std::chrono::steady_clock::now() - start < 700ms);
   }
+  SECTION("after a member timed out the next one gets longer: a link that just turned slow") {
+    PacedMember first({10ms, 2000ms});
+    PacedMember second({700ms});
+    EtcdClient client({{first.Endpoint(), second.Endpoint()}, 500ms});
+    Range(client);                 // a fast link so far: the timeout is the configured 0.5 s
+    CHECK_NOTHROW(Range(client));  // the first member: 0.5 s, then the second: 1 s, answers 0.7 s
+  }
+}
+
+TEST_CASE("etcd link pace: a timeout counts as an answer at least that slow", "[etcd]") {
+  LinkPace pace(1500ms);
+  pace.TimedOut(1500ms);
+  CHECK(pace.Timeout() == 3000ms);
+  for (std::size_t i = 1; i < LinkPace::kWindow; ++i) pace.Answered(10ms);
+  CHECK(pace.Timeout() == 3000ms);  // still in the window
+  pace.Answered(10ms);
+  CHECK(pace.Timeout() == 1500ms);
 }
 
 }  // namespace ddprun::store::etcd
