@@ -183,11 +183,11 @@ pid_t VforkIntoCgroup(int cgroup_fd, char* stack, const ChildStart& start) {
   return result < 0 ? -1 : static_cast<pid_t>(result);
 }
 
-// A fork whose child starts in the cgroup directory `cgroup_fd` (CLONE_INTO_CGROUP). Joining
-// after the start, a write to cgroup.procs, takes the cgroup threadgroup lock for writing,
-// which after a quiet spell waits for an RCU grace period: 5-15 ms for a launch's first
-// worker. A fork, not a vfork: clone3 shares memory only with a stack of the child's own.
-// -1 with errno set when the kernel refuses (older than 5.7, not a cgroup, ...).
+// A fork whose child starts in the cgroup directory `cgroup_fd` (CLONE_INTO_CGROUP): the
+// fallback where VforkIntoCgroup has no assembly. Joining after the start instead, a write to
+// cgroup.procs, takes the cgroup threadgroup lock for writing, which after a quiet spell waits
+// for an RCU grace period: 5-15 ms for a launch's first worker. -1 with errno set when the
+// kernel refuses (older than 5.7, not a cgroup, ...).
 pid_t ForkIntoCgroup(int cgroup_fd) {
   CloneArgs args;
   args.flags = kCloneIntoCgroup;
@@ -222,7 +222,7 @@ struct ChildSetup {
   int stdout_fd;
   int stderr_fd;
   int session_keeper_fd;
-  bool in_cgroup;   // started in the job cgroup (ForkIntoCgroup)
+  bool in_cgroup;   // started in the job cgroup (VforkIntoCgroup, ForkIntoCgroup)
   int join_cgroup;  // >= 0: a cgroup directory to join (JoinCgroup) when not started in it
   const CpuMask* cpus;
   int inherited_fd;
