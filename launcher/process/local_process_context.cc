@@ -21,6 +21,7 @@
 #include "common/logging.h"
 #include "elastic/arg_template.h"
 #include "launcher/process/log_pipe.h"
+#include "launcher/process/pidfd.h"
 #include "launcher/process/proc_table.h"
 #include "launcher/process/spawn.h"
 #include "launcher/process/worker_watchdog.h"
@@ -55,8 +56,6 @@ constexpr std::size_t kTailLines = 20;
 constexpr std::size_t kMaxStackDump = 512 * 1024;
 // A wait status: killed by SIGKILL (how a warm worker ends when its pool dies).
 constexpr int kKilledBySigkill = SIGKILL;
-
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 class KillSignaller : public ProcessSignaller {
  public:

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/integer.h"
+#include "launcher/process/pidfd.h"
 
 namespace ddprun::launcher::process {
 namespace {
@@ -108,7 +109,7 @@ std::vector<elastic::ProcessInfo> ProcProcessTable::Snapshot(const std::set<int>
 void ProcProcessTable::Kill(const elastic::ProcessInfo& process) {
   // Once the pidfd is open it names this one process: if the check below passes, the signal
   // cannot reach a newcomer that got the pid.
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, process.pid, 0));
+  const int pidfd = PidfdOpen(process.pid);
   if (pidfd < 0) return;  // gone
   const auto now = ReadProcStat(process.pid);
   if (now && !now->dead && now->session == process.session) {

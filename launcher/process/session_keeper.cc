@@ -14,6 +14,7 @@
 #include "common/errors.h"
 #include "common/exit_status.h"
 #include "common/logging.h"
+#include "launcher/process/pidfd.h"
 
 extern char** environ;
 
@@ -68,7 +69,7 @@ SessionKeeper::SessionKeeper(const std::string& executable) : cgroup_(JobCgroup:
     write_fd_ = AboveStandardStreams(fds[1]);
     if (read_fd < 0 || write_fd_ < 0) throw SystemError(ErrnoMessage("fcntl F_DUPFD", errno));
     pid_ = SpawnKeeper(executable, read_fd, cgroup_.Path());
-    pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    pidfd_ = PidfdOpen(pid_);
   } catch (const std::exception& error) {
     if (write_fd_ >= 0) ::close(write_fd_);
     write_fd_ = -1;

@@ -16,6 +16,7 @@
 #include "common/errors.h"
 #include "common/exit_status.h"
 #include "common/logging.h"
+#include "launcher/process/pidfd.h"
 #include "launcher/process/warm_pool_source.h"
 
 namespace ddprun::launcher::process {
@@ -138,7 +139,7 @@ void WarmPool::WatchSocket() {
 }
 
 void WarmPool::WatchPool() {
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+  const int pidfd = PidfdOpen(pid_);
   if (pidfd < 0) return;  // the socket's end of file still tells
   pool_watch_ = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd);
   pool_watch_->async_wait(asio::posix::stream_descriptor::wait_read,
