@@ -310,6 +310,15 @@ void FillWarmRestart(const RawValues& raw, LaunchConfig& config) {
   IfGiven(raw, "warm_restart", [&](const std::string& text, const std::string& name) {
     RequireChoice(text, name, Choices("warm_restart"));
     config.warm_restart = text == "on";
+    if (config.warm_restart && config.run_mode == RunMode::kNoPython && name.starts_with("PET_")) {
+      // A default for every job (a cluster's environment): it applies to Python workers only.
+      config.warm_restart = false;
+      config.warm_restart_skipped =
+          name +
+          "=on does not apply: the workers are not Python (--no-python, or an "
+          "executable script)";
+      return;
+    }
     if (config.warm_restart && config.run_mode == RunMode::kNoPython) {
       throw UsageError(name +
                        "=on: the workers are not Python (--no-python, or an executable "

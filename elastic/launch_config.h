@@ -144,6 +144,9 @@ struct LaunchConfig {
   // and --warm-preload's modules (docs/warm-restart.md); off by default.
   bool warm_restart = false;
   std::vector<std::string> warm_preload;
+  // Why PET_WARM_RESTART=on does not apply to this job (its workers are not Python), for the
+  // dry run and one log line; empty when it applies or was not set. The flag itself is refused.
+  std::string warm_restart_skipped;
 
   bool dry_run = false;
   std::optional<std::string> event_log;  // --event_log, else $DDPRUN_EVENT_LOG

@@ -194,6 +194,7 @@ std::string WarmRestartText(const backend::WarmPoolPlan& pool) {
   std::string modules;
   for (const auto& module : pool.preload) modules += (modules.empty() ? "" : ",") + module;
   return "on: attempt 0 is exec'd while " + pool.python + " imports " + modules +
+         " at idle priority" +
          "; every later attempt's workers are forked from it (exec'd if it is not ready or "
          "fails)";
 }
@@ -216,6 +217,9 @@ void PrintConfig(std::ostream& out, const LaunchConfig& config, const LaunchPlan
   if (!spec.timer_file.empty()) Field(out, "file_timer", spec.timer_file);
   if (config.numa_binding) Field(out, "numa_binding", NumaBindingText(*config.numa_binding, spec));
   if (plan.warm_pool) Field(out, "warm_restart", WarmRestartText(*plan.warm_pool));
+  if (!config.warm_restart_skipped.empty()) {
+    Field(out, "warm_restart", "off: " + config.warm_restart_skipped);
+  }
   if (config.health_port) {
     const int port_number = *config.health_port;
     const std::string port = port_number == 0 ? "0 (ephemeral)" : std::to_string(port_number);

@@ -144,6 +144,7 @@ int Launch(const LaunchConfig& config, HeldSignals& held) {
     return ExitForHeldSignal(held, RunDryRun(std::cout, config, plan, env), "while planning");
   }
   if (plan.etcd_v2_note) spdlog::warn("{}", *plan.etcd_v2_note);
+  if (!config.warm_restart_skipped.empty()) spdlog::info("{}", config.warm_restart_skipped);
   const auto events = OpenEventLog(config);
   RunLogDir logs(config, config.rdzv_id);
   // Before any thread or worker; destroyed after the workers (its sweep ends the launch).

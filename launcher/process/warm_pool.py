@@ -53,6 +53,9 @@ Known differences between a forked worker and an exec'd one:
 - sys.stdin/stdout/stderr are the pool's objects on the new fds 0-2: isatty() is live, but
   seekable() was cached at the pool's start (on /dev/null).
 - /proc/PID/cmdline (ps, pgrep -f) shows the pool's command line, not the script's.
+- The preloads are imported on a thread at the lowest priority (SCHED_IDLE), which has ended
+  before the pool says ready: thread-local state a library filled at import is that thread's,
+  and glibc's handler of its internal signal 33 (set once a thread started) is installed.
 - faulthandler's stack dumps (the hang detector's SIGABRT) end with this program's frames
   ("<string>", _run_target) below the script's; tracebacks of uncaught exceptions do not.
 - Refreshed here, as a fresh interpreter would have them: random and numpy.random's legacy
@@ -69,6 +72,7 @@ import selectors
 import signal
 import socket
 import sys
+import threading
 import time
 import warnings
 
@@ -142,11 +146,60 @@ def _cuda_problem(module):
             "remove it from --warm-preload" % module)
 
 
+def _lower_this_thread():
+    """Puts the calling thread (only it: Linux schedules threads) at the lowest CPU priority."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # pid 0: this thread
+        return "idle"
+    except (AttributeError, OSError):
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        return "nice 19"
+    except (AttributeError, OSError):
+        return "normal"
+
+
+def _await_thread_exit(tid, bound_s=2.0):
+    """join() returns once the thread's Python part is done; the OS thread ends a moment later.
+    Waits (yielding, bounded) until the kernel no longer lists it, so that the thread check
+    that follows counts only threads the preload left."""
+    deadline = time.monotonic() + bound_s
+    while os.path.exists("/proc/self/task/%d" % tid) and time.monotonic() < deadline:
+        os.sched_yield()
+
+
+def _import_at_low_priority(name):
+    """Imports module `name` on a thread of its own at the lowest CPU priority, so that the
+    pool's import yields the CPUs to attempt 0's workers, which import the same modules at the
+    same time (issue 40: the pool must not delay attempt 0). The main thread, whose scheduling
+    the forked workers inherit, keeps its own; the thread is joined before the checks, so the
+    pool forks single-threaded. A module that will import only on the main thread (one that
+    sets a signal handler at import) is imported again there, at the pool's priority."""
+    outcome = {}
+
+    def run():
+        outcome["tid"] = threading.get_native_id()
+        outcome["priority"] = _lower_this_thread()
+        try:
+            importlib.import_module(name)
+        except (Exception, SystemExit) as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="ddprun-preload")
+    thread.start()
+    thread.join()
+    _await_thread_exit(outcome["tid"])
+    if "error" in outcome:
+        importlib.import_module(name)  # raises again when it is not the thread's fault
+    return outcome.get("priority", "normal")
+
+
 def _preload(modules):
     """Imports the modules in order; returns None, or the reason the pool is not ready."""
     for name in modules:
         try:
-            importlib.import_module(name)
+            _import_at_low_priority(name)
         except (Exception, SystemExit) as exc:
             return _one_line("cannot import %s (%s: %s): install it or remove it from "
                              "--warm-preload" % (name, type(exc).__name__, exc))

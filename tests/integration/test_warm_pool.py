@@ -344,6 +344,24 @@ class TestWorkerSetup(WarmPoolTestCase):
         self.assertEqual(warm, cold)
         self.assertEqual(warm["path0"], self.dir)
 
+    def test_preload_yields_the_cpus_and_workers_keep_the_pools_priority(self):
+        # Issue 40: the pool imports beside attempt 0's workers, so its import runs on a thread
+        # at the lowest priority (SCHED_IDLE); the forked workers inherit the main thread's.
+        self.write("mods/where_imported.py", """\
+            import os, threading
+            POLICY = os.sched_getscheduler(0)
+            MAIN = threading.current_thread() is threading.main_thread()
+            """)
+        script = self.write("prio.py", """\
+            import os, sys, threading
+            mod = sys.modules["where_imported"]
+            print(mod.POLICY == os.SCHED_IDLE, mod.MAIN, os.sched_getscheduler(0) == os.SCHED_OTHER,
+                  os.getpriority(os.PRIO_PROCESS, 0), threading.active_count())
+            """)
+        pool = self.ready_pool(preload=["where_imported"], path0=os.path.join(self.dir, "mods"))
+        base_nice = os.getpriority(os.PRIO_PROCESS, 0)
+        self.assertEqual(self.run_warm(pool, script), (0, "True False True %d 1\n" % base_nice, ""))
+
     def test_cpu_affinity(self):
         script = self.write("cpus.py", "import os; print(sorted(os.sched_getaffinity(0)))\n")
         pool = self.ready_pool()
@@ -353,8 +371,10 @@ class TestWorkerSetup(WarmPoolTestCase):
         script = self.write("signals.py", """\
             import signal
             fields = ("SigBlk", "SigIgn", "SigCgt")
+            LIBC_RESERVED = ~((1 << 31) | (1 << 32))  # signals 32 and 33: glibc's own
             with open("/proc/self/status") as f:
-                print([l.strip() for l in f if l.startswith(fields)])
+                print(["%s %016x" % (l.split(":")[0], int(l.split()[1], 16) & LIBC_RESERVED)
+                       for l in f if l.startswith(fields)])
             print([str(signal.getsignal(s)) for s in sorted(signal.valid_signals())
                    if s not in (32, 33)])
             """)
@@ -369,7 +389,7 @@ class TestWorkerSetup(WarmPoolTestCase):
         pool = self.ready_pool(preload=["messes_signals"], path0=os.path.join(self.dir, "mods"))
         warm = self.run_warm(pool, script)
         self.assertEqual(warm, self.run_cold(script))
-        self.assertIn("SigCgt:\\t0000000000000002", warm[1])  # SIGINT only
+        self.assertIn("SigCgt 0000000000000002", warm[1])  # SIGINT only
 
     def test_pipe_and_terminal_outputs(self):
         script = self.write("tty.py", 'import os, sys; print("tty", os.isatty(1), sys.stdout.isatty())\n')
@@ -559,8 +579,10 @@ class TestTorch(WarmPoolTestCase):
     def test_signals_match_a_cold_run_with_torch_preloaded(self):
         script = self.write("signals.py", """\
             import signal, torch
+            LIBC_RESERVED = ~((1 << 31) | (1 << 32))  # signals 32 and 33: glibc's own
             with open("/proc/self/status") as f:
-                print([l.strip() for l in f if l.startswith(("SigBlk", "SigIgn", "SigCgt"))])
+                print(["%s %016x" % (l.split(":")[0], int(l.split()[1], 16) & LIBC_RESERVED)
+                       for l in f if l.startswith(("SigBlk", "SigIgn", "SigCgt"))])
             """)
         pool = self.ready_pool(python=self.python, preload=["torch"])
         self.assertEqual(self.run_warm(pool, script, timeout=TORCH_DEADLINE),

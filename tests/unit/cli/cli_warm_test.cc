@@ -29,6 +29,12 @@ TEST_CASE("option --warm-restart=on needs Python workers", "[cli][warm]") {
   CHECK_THAT(ErrorOf({"--warm-restart=on", Files().Path("trainer")}),
              Catch::Contains("no interpreter to preload"));
   CHECK_FALSE(Config({"--warm-restart=off", "--no-python", Train()}).warm_restart);
+  // A PET_ default is for every job: it does not apply to non-Python workers, and says so.
+  const auto pet = Config({"--no-python", Train()}, {{"PET_WARM_RESTART", "on"}});
+  CHECK_FALSE(pet.warm_restart);
+  CHECK_THAT(pet.warm_restart_skipped,
+             Catch::StartsWith("PET_WARM_RESTART=on does not apply: the workers are not Python"));
+  CHECK(ConfigWith({}, {{"PET_WARM_RESTART", "on"}}).warm_restart_skipped.empty());
   CHECK(Config({"--warm-restart=on", "-m", "pkg.train"}).warm_restart);
   CHECK(Config({"--warm-restart=on", "--run-path", Train()}).warm_restart);
 }
@@ -75,4 +81,10 @@ TEST_CASE("dry run: the pool, and each worker's warm entry", "[cli][warm]") {
   std::ostringstream cold;
   ddprun::launcher::PrintDryRun(cold, ConfigWith({}), {}, {});
   CHECK_THAT(cold.str(), !Catch::Contains("warm"));
+  std::ostringstream skipped;
+  ddprun::launcher::PrintDryRun(
+      skipped, Config({"--no-python", Train()}, {{"PET_WARM_RESTART", "on"}}), {}, {});
+  CHECK_THAT(skipped.str(), Catch::Contains("warm_restart") &&
+                                Catch::Contains("off: PET_WARM_RESTART=on does not apply"));
+  CHECK_THAT(text, Catch::Contains("imports torch,numpy at idle priority"));
 }
