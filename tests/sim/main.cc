@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -149,7 +150,7 @@ bool Run::AllDoneLocked() {
 }
 
 bool Run::WaitUntil(double at) {
-  const auto span = milliseconds(static_cast<std::int64_t>((at - Now()) * 1000));
+  const auto span = milliseconds(static_cast<std::int64_t>(std::ceil((at - Now()) * 1000)));
   if (span.count() > 0) {
     simulation_->Block(
         simulation_->Deadline(span), [this] { return AllDoneLocked(); }, nullptr);
@@ -180,6 +181,13 @@ int Run::Execute() {
     running = WaitUntil(action.at) || action.at == 0;
     if (!running) break;
     Apply(action);
+    if (action.fault >= 0) {  // the times it happened at, not the planned ones (ms apart)
+      Episode& episode = plan_.episodes[action.fault];
+      const bool heals = action.kind != Action::Kind::kKill &&
+                         action.kind != Action::Kind::kPause && action.kind != Action::Kind::kCut &&
+                         action.kind != Action::Kind::kFailWorker;
+      (heals ? episode.heal : episode.inject) = Now();
+    }
   }
   const double bound = plan_.target_steps * 3.0 + 600;
   if (running) WaitUntil(bound);
