@@ -187,8 +187,9 @@ void SimClient::Silent(const char* what, std::chrono::milliseconds timeout) {
       nullptr);
   ThrowIfGone();
   Target();  // refused once its host is gone
-  throw store::StoreTimeout(std::string("sim: no reply from ") + address_ + " to " + what +
-                            " within " + std::to_string(timeout.count()) + " ms");
+  // As TcpStoreClient's ReplyTimeout: a StoreConnectionError, not the StoreTimeout of a wait.
+  throw store::StoreConnectionError(std::string("sim: no reply from ") + address_ + " to " +
+                                    what + " within " + std::to_string(timeout.count()) + " ms");
 }
 
 template <typename Op>
@@ -234,7 +235,13 @@ void SimClient::Wait(const std::vector<std::string>& keys, std::chrono::millisec
       store.get());
   ThrowIfGone();
   Target();
-  if (!arrived) throw store::StoreTimeout(store::WaitTimeoutMessage(keys, timeout));
+  if (!arrived) {
+    // The client cancels its wait: a store that does not answer leaves it without a reply.
+    bool answers = false;
+    simulation_.Block(0, [&] { return answers = Reachable(host); }, nullptr);
+    if (!answers) Silent("cancel_wait", timeout_);
+    throw store::StoreTimeout(store::WaitTimeoutMessage(keys, timeout));
+  }
   network_.Enter(node_, incarnation_);
 }
 

@@ -7,8 +7,9 @@
 //                serves does not answer meanwhile.
 //   cut          packets from A to B are dropped when a cut says so (symmetric, one-way in, one
 //                way out): a request that does not arrive has no effect, a reply that does not
-//                come back leaves the effect; either way the caller waits its timeout and gets
-//                StoreTimeout, as a TCP client would.
+//                come back leaves the effect; either way the caller waits its reply timeout and
+//                gets StoreConnectionError, as TcpStoreClient's ReplyTimeout (a Wait too: its
+//                CANCEL_WAIT gets no reply).
 //   delayed      each call of the node takes its latency (each way).
 // Lock order: the simulation's, then Network's, then a store's.
 #pragma once

@@ -47,7 +47,7 @@ def main():
             history = json.load(f)
         found = checker.check(history)
         print("sim: seed %s schedule %d: %s; %d violations" % (
-            args.seed, index, checker.summary(history), len(found)), flush=True)
+            args.seed, index, checker.summary(history)[:240], len(found)), flush=True)
         for violation in found:
             print("sim: VIOLATION [%s] seed %s schedule %d (%d nodes): %s" % (
                 violation.invariant, args.seed, index, args.nodes, violation.message))
