@@ -188,8 +188,8 @@ void SimClient::Silent(const char* what, std::chrono::milliseconds timeout) {
   ThrowIfGone();
   Target();  // refused once its host is gone
   // As TcpStoreClient's ReplyTimeout: a StoreConnectionError, not the StoreTimeout of a wait.
-  throw store::StoreConnectionError(std::string("sim: no reply from ") + address_ + " to " +
-                                    what + " within " + std::to_string(timeout.count()) + " ms");
+  throw store::StoreConnectionError(std::string("sim: no reply from ") + address_ + " to " + what +
+                                    " within " + std::to_string(timeout.count()) + " ms");
 }
 
 template <typename Op>
@@ -238,7 +238,8 @@ void SimClient::Wait(const std::vector<std::string>& keys, std::chrono::millisec
   if (!arrived) {
     // The client cancels its wait: a store that does not answer leaves it without a reply.
     bool answers = false;
-    simulation_.Block(0, [&] { return answers = Reachable(host); }, nullptr);
+    simulation_.Block(
+        0, [&] { return answers = Reachable(host); }, nullptr);
     if (!answers) Silent("cancel_wait", timeout_);
     throw store::StoreTimeout(store::WaitTimeoutMessage(keys, timeout));
   }
