@@ -308,7 +308,7 @@ double Training::FirstFullSize(double since_s, int world_size) {
   double first = -1;
   for (const auto& line : steps_) {
     const double t = line["t"].get<double>();
-    if (t > since_s && line["world_size"].get<int>() == world_size && (first < 0 || t < first)) {
+    if (t > since_s && line["world_size"].get<int>() >= world_size && (first < 0 || t < first)) {
       first = t;
     }
   }

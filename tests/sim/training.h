@@ -77,7 +77,9 @@ class Training {
   nlohmann::json Steps();
   nlohmann::json Samples();
   int StepsDone();  // the steps any group completed, the highest + 1
-  double FirstFullSize(double since_s, int world_size);  // -1: never
+  // The first step after `since_s` at `world_size` or more (spares that started after the heal
+  // count too); -1: never.
+  double FirstFullSize(double since_s, int world_size);
 
  private:
   struct Group;
