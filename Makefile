@@ -57,7 +57,7 @@ WHEEL_DEPS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ddprun/wheel
 WHEEL_TREE_KEY := $(shell echo "$(CURDIR)" | sha256sum | cut -c1-12)
 
 .PHONY: all deps configure build demo torch2-venv check check-sanitize check-tsan check-package \
-  package wheel check-wheel check-wheel-interop fuzz fuzz-build chaos \
+  package wheel check-wheel check-wheel-interop fuzz fuzz-build chaos sim \
   bench man format clean help
 
 all: build
@@ -71,6 +71,7 @@ help:
 	@echo "make check-tsan      ThreadSanitizer build in $(TSAN_DIR)/ + tests except interop"
 	@echo "make fuzz            libFuzzer targets (clang, $(FUZZ_DIR)/), $(FUZZ_SECONDS) s each"
 	@echo "make chaos           SEED=… SCHEDULES=… network-fault schedules on netns hosts, checked"
+	@echo "make sim             SEED=… NODES=… SCHEDULES=… the protocol at N simulated nodes, checked"
 	@echo "make bench           every bench/*.py script"
 	@echo "make format          clang-format every C++ file (make check fails on one that is not)"
 	@echo "make man             every program's man page ($(BUILD_DIR)/man/*.1.gz)"
@@ -172,6 +173,16 @@ chaos: build
 	  --schedules $(SCHEDULES) --first $(FIRST) $(if $(CHAOS_OUT),--out $(CHAOS_OUT)) \
 	  $(if $(WITHOUT),--without $(WITHOUT)) \
 	  $(CHAOS_FLAGS) || { status=$$?; [ $$status -eq 77 ] || exit $$status; }
+
+# The elastic protocol at NODES simulated nodes under the seed's churn schedules FIRST..
+# FIRST+SCHEDULES-1 (tests/sim/: the real rendezvous code over a simulated network and store,
+# each history checked by tests/chaos/checker.py); SIM_OUT keeps the histories. No root needed.
+NODES ?= 64
+SIM_SCHEDULES = $(if $(filter command line,$(origin SCHEDULES)),$(SCHEDULES),20)
+sim:
+	cmake --build $(BUILD_DIR) -j$(NPROC) --target ddprun-sim
+	$(PYTHON) tests/sim/sim.py --binary $(BUILD_DIR)/tests/sim/ddprun-sim --nodes $(NODES) \
+	  --seed '$(SEED)' --first $(FIRST) --schedules $(SIM_SCHEDULES) $(if $(SIM_OUT),--out $(SIM_OUT))
 
 bench: build
 	torch2="$$(cat $(BUILD_DIR)/torch2-python 2>/dev/null || true)"; \

@@ -42,6 +42,7 @@ EXIT_SLACK = 10.0      # an agent's exit counts as the fault's until this long a
 SLOW_SETTLE = 1.0      # x heartbeat timeout after the heal of a delay or etcd pause: still free
 CUTS = ("partition", "oneway-in", "oneway-out")
 CLOSED_LINE = "' is closed: "  # the job has finished, or a lost quorum closed it
+FINISHED_LINE = "' is closed: the job has finished"
 
 
 class Violation:
@@ -400,6 +401,9 @@ def exits(history):
         ended = history.get("job_ended")
         if ended is not None and (closed or (rc == 143 and t >= ended)):
             continue  # told the job is over, or cancelled after it ended (job_ended judges it)
+        if closed and FINISHED_LINE in agent["errors"][-1] and released is not None and \
+                t >= released:
+            continue  # a node that was not in the last round (a hot spare): told it finished
         if released is not None and t >= released and history.get("harness_error") is None:
             found.append(Violation("exit", "%s exited %s after the release: %s" % (
                 where, rc, agent["errors"][-1:] or agent["stderr_tail"][-1:]), history, t))

@@ -164,6 +164,15 @@ class CheckerTest(unittest.TestCase):
         h["agents"][1]["foreign"] = ["terminate called after throwing an instance of 'x'"]
         self.assertOnly(h, "exit", "terminate called")
 
+    def test_a_node_told_the_job_finished_after_the_release(self):
+        # A hot spare (not in the last round) is told the job finished: that is its end.
+        h = clean()
+        told = "ddprun: error: the rendezvous 'j' is closed: the job has finished"
+        h["agents"][1].update(rc=1, errors=[told])
+        self.assertEqual(checker.check(h), [])
+        h["agents"][1]["errors"] = ["ddprun: error: the rendezvous 'j' is closed: lost quorum"]
+        self.assertOnly(h, "exit", "after the release")
+
     def test_exit_zero_before_the_release(self):
         h = clean()
         h["agents"][1]["exit"] = T0 + 30

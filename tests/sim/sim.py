@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Runs ddprun-sim's seeded schedules and checks each history with the chaos checker
+(tests/chaos/checker.py: the same invariants as the real-network chaos runs).
+
+    sim.py --binary BUILD/tests/sim/ddprun-sim --nodes N --seed S [--first I] [--schedules K]
+           [--out DIR]
+
+Each violation is printed with its replay command (make sim SEED=S NODES=N FIRST=I
+SCHEDULES=1). Exit: 0 (no violation), 1 (violations, or a run that did not finish), 2 (usage).
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "chaos"))
+import checker  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--nodes", type=int, default=64)
+    parser.add_argument("--seed", default="1")
+    parser.add_argument("--first", type=int, default=0)
+    parser.add_argument("--schedules", type=int, default=20)
+    parser.add_argument("--out", help="keep the histories here (default: a temp dir)")
+    args = parser.parse_args()
+
+    out = args.out or tempfile.mkdtemp(prefix="ddprun-sim-")
+    run = subprocess.run([args.binary, "--nodes", str(args.nodes), "--seed", args.seed,
+                          "--first", str(args.first), "--schedules", str(args.schedules),
+                          "--history", out])
+    violations = 0
+    for index in range(args.first, args.first + args.schedules):
+        path = os.path.join(out, "sim-%s-%d.json" % (args.seed, index))
+        if not os.path.exists(path):
+            print("sim: seed %s schedule %d: no history" % (args.seed, index))
+            violations += 1
+            continue
+        with open(path) as f:
+            history = json.load(f)
+        found = checker.check(history)
+        print("sim: seed %s schedule %d: %s; %d violations" % (
+            args.seed, index, checker.summary(history)[:240], len(found)), flush=True)
+        for violation in found:
+            print("sim: VIOLATION [%s] seed %s schedule %d (%d nodes): %s" % (
+                violation.invariant, args.seed, index, args.nodes, violation.message))
+            print("  replay: make sim SEED=%s NODES=%d FIRST=%d SCHEDULES=1" % (
+                args.seed, args.nodes, index))
+            for line in violation.slice:
+                print("  | " + line)
+        violations += len(found)
+    print("sim: %d schedules of %d nodes, seed %s: %d violations" % (
+        args.schedules, args.nodes, args.seed, violations))
+    if violations or run.returncode != 0:
+        print("sim: histories kept in %s" % out)
+        return 1
+    if not args.out:
+        shutil.rmtree(out, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
