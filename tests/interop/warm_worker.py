@@ -32,13 +32,18 @@ RANK = int(os.environ.get("RANK", "-1"))
 ATTEMPT = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
 
+# Signals 32 and 33 are glibc's own: a warm worker has glibc's handler of 33 installed (its
+# pool started a thread to preload at idle priority), as any process that ever started one.
+LIBC_RESERVED = ~((1 << 31) | (1 << 32))
+
+
 def signal_masks():
     masks = {}
     with open("/proc/self/status") as status:
         for line in status:
             name, _, value = line.partition(":")
             if name in ("SigIgn", "SigBlk", "SigCgt"):
-                masks[name] = value.strip()
+                masks[name] = "%016x" % (int(value, 16) & LIBC_RESERVED)
     return masks
 
 
