@@ -174,15 +174,16 @@ TEST_CASE("a participant spawned by a participant is waited for", "[simulated_st
   std::atomic<int> ends{0};
   {
     Simulation sim(5);
-    SimulatedStore store(sim);
-    auto agent = sim.Spawn("agent", [&] {
-      sim.Spawn("watch", [&] {
-        store.Wait({"go"}, milliseconds{1'000});
+    // Shared with the threads: they use it after the test's thread left.
+    auto store = std::make_shared<SimulatedStore>(sim);
+    auto agent = sim.Spawn("agent", [&sim, &ends, store] {
+      sim.Spawn("watch", [&ends, store] {
+        store->Wait({"go"}, milliseconds{1'000});
         ++ends;
       });
       ddprun::Cancellation never;
       sim.Pause(milliseconds{100}, never);
-      store.SetString("go", "1");
+      store->SetString("go", "1");
       ++ends;
     });
     CHECK(sim.Finishes(agent, milliseconds{50}) == false);
