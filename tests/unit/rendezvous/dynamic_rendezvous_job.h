@@ -68,7 +68,7 @@ inline std::future<FormedRound> JoinAsync(const Job& job, int id,
     return node.Join(previous);
   };
   if (auto* simulation = store::testing::Simulation::OfThisThread()) {
-    return simulation->Spawn(join);
+    return simulation->Spawn("node " + std::to_string(id), join);
   }
   return std::async(std::launch::async, join);
 }
