@@ -66,6 +66,7 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
       spdlog::warn("lost the rendezvous store at {} while joining ({}); {}",
                    StoreAddress().ToString(), error.what(),
                    Current() ? "checking it again" : "trying the endpoints again");
+      if (!Current() && FollowMovedStoreAsSpare()) continue;
       if (!Current()) {  // a newcomer has no round to move the store for: it looks again
         std::lock_guard lock(mutex_);
         store_.reset();
@@ -197,6 +198,12 @@ void ElasticRendezvousHandler::UseStore(StoreAt at, bool relocate) {
   epoch_ = at.epoch;
   if (at.serving) options_.rendezvous.node.serves_store = true;
   DynamicRendezvousOptions rendezvous = options_.rendezvous;
+  if (!options_.replicated_store) {  // a spare follows a moved store (etcd never moves)
+    rendezvous.on_waiting = [this, told = rendezvous.on_waiting](const std::string& line) {
+      if (told) told(line);
+      LearnSpareBasis();
+    };
+  }
   if (relocate) {
     const std::chrono::milliseconds every = options_.failover.relocate_check;
     rendezvous.alone_check_interval = every;
@@ -237,6 +244,41 @@ void ElasticRendezvousHandler::JoinMovedStore() {
       "joining it",
       moved.address.ToString(), moved.epoch);
   JoinAsNewcomer(std::move(moved), Json{{"basis", basis}});
+}
+
+void ElasticRendezvousHandler::LearnSpareBasis() {
+  const auto arrival = rendezvous_->PendingArrival();
+  if (!arrival || arrival->round < 1) return;
+  const int behind = arrival->round - 1;
+  try {
+    FormedRound round;
+    round.round = behind;
+    spare_basis_ = FailoverBasis{round, rendezvous_->Members(behind, kSuccessorCandidates), epoch_};
+  } catch (const store::StoreConnectionError&) {
+    // The join's own next call meets the same store and reports it.
+  } catch (const store::StoreTimeout&) {
+  }
+}
+
+bool ElasticRendezvousHandler::FollowMovedStoreAsSpare() {
+  if (!spare_basis_ || spare_basis_->epoch != epoch_) return false;
+  const FailoverBasis basis = *std::exchange(spare_basis_, std::nullopt);
+  if (failover_.Reconnect(store_at_, epoch_)) return false;  // still there: join again
+  try {
+    StoreAt moved =
+        failover_.Succeed(basis, /*my_group_rank=*/-1, [](store::Store&, const MovedStoreMarker&) {
+          throw std::logic_error("a spare never serves the store");
+        });
+    spdlog::warn(
+        "the rendezvous store moved to {} (epoch {}) while this node waited as a spare "
+        "behind round {}; joining it",
+        moved.address.ToString(), moved.epoch, basis.round.round);
+    JoinAsNewcomer(std::move(moved), Json{{"basis", basis.round.round}, {"spare", true}});
+    return true;
+  } catch (const RendezvousConnectionError& error) {
+    spdlog::warn("{}; trying the endpoints again", error.what());
+    return false;
+  }
 }
 
 // Leaves this node's store for `moved` as a newcomer there (its rounds here mean nothing to the

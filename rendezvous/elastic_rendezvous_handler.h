@@ -90,6 +90,13 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   void JoinMovedStore();
   bool RejoinElsewhere(const RendezvousQuorumError& error);
   void JoinAsNewcomer(StoreAt moved, nlohmann::json event);
+  // A hot spare starts to wait for a formed round to end: it learns that round's successor
+  // candidates, so that it can follow the store when it moves (it never formed a round, so
+  // basis_ is empty, and the endpoints name only the lost store).
+  void LearnSpareBasis();
+  // A spare lost the store: when it is gone (not merely slow) and a candidate of the round it
+  // waited behind serves the moved store, joins that as a newcomer; false otherwise.
+  bool FollowMovedStoreAsSpare();
   void Event(const std::string& name, const std::string& fields_json);
   RendezvousInfo Publish(const FormedRound& formed);
   [[noreturn]] void ThrowClosed() const;
@@ -106,6 +113,7 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   std::shared_ptr<store::Store> round_store_;  // the round's agent keys
   std::shared_ptr<store::Store> job_store_;    // the job's keys that outlive rounds
   std::optional<FailoverBasis> basis_;         // the current round's successor candidates
+  std::optional<FailoverBasis> spare_basis_;   // those of the round this spare waits behind
   std::optional<StoreAt> moved_;  // found by the join's give_up_alone (runner thread only)
   std::optional<std::chrono::steady_clock::time_point> outage_since_;  // replicated store
   bool answered_ = false;                                    // the replicated store answered once

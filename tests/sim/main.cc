@@ -160,7 +160,11 @@ bool Run::WaitUntil(double at) {
 
 int Run::Execute() {
   const auto real_start = std::chrono::steady_clock::now();
-  simulation_ = std::make_unique<Simulation>(std::chrono::seconds(300));
+  // The interleaving is the seed's too: one participant runs at a time, chosen by this seed.
+  const std::uint64_t interleaving = args_.seed * 1'000'003ULL +
+                                     static_cast<std::uint64_t>(index_) * 7919ULL +
+                                     static_cast<std::uint64_t>(args_.nodes) * 31ULL + 1;
+  simulation_ = std::make_unique<Simulation>(interleaving, std::chrono::seconds(300));
   network_ = std::make_unique<Network>(*simulation_, plan_.nodes);
   TrainingOptions training;
   training.target_steps = plan_.target_steps;
@@ -209,15 +213,16 @@ int Run::Execute() {
   const nlohmann::json history = History(error);
   threads_.clear();
   nodes_.clear();
+  const std::uint64_t trace = simulation_->Trace();
   simulation_.reset();
   const double real =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
   std::printf(
       "sim: seed %llu schedule %d: %.1f s simulated in %.1f s real (%.1fx); %d steps, %zu "
-      "agents%s%s\n",
+      "agents; trace %016llx%s%s\n",
       static_cast<unsigned long long>(args_.seed), index_, simulated, real,
       real > 0 ? simulated / real : 0.0, training_->StepsDone(), history["agents"].size(),
-      error.empty() ? "" : "; ", error.c_str());
+      static_cast<unsigned long long>(trace), error.empty() ? "" : "; ", error.c_str());
   if (!args_.history.empty()) {
     std::filesystem::create_directories(args_.history);
     const std::string path = args_.history + "/sim-" + std::to_string(args_.seed) + "-" +

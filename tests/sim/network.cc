@@ -232,7 +232,9 @@ void SimClient::Wait(const std::vector<std::string>& keys, std::chrono::millisec
         arrived = Reachable(host) && store->store::InMemoryStore::Check(keys);
         return arrived;
       },
-      store.get());
+      // Only writes of `keys` look at it; the network's changes (a kill, a pause, a cut, an
+      // interrupt) look at every wait (Simulation::Changed()).
+      store.get(), keys);
   ThrowIfGone();
   Target();
   if (!arrived) {

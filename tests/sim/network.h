@@ -43,6 +43,7 @@ int NodeOfAddress(const std::string& host);
 class Network {
  public:
   Network(Simulation& simulation, int nodes);
+  int Nodes() const { return static_cast<int>(nodes_.size()); }
 
   // --- faults (the driver's thread; each wakes the waits it concerns) ---
   void Kill(int node);

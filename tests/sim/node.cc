@@ -69,7 +69,12 @@ Node::Node(World& world, int id, int incarnation)
   rdzv.clock = &simulation_;
   options_.advertised_addr = NodeAddress(id);
   options_.read_timeout = job.read_timeout;
-  options_.endpoints = {{NodeAddress(0), job.port}};
+  // Every node's address, the original store host first, as a job script passes its node list
+  // (docs/elastic.md, "Later arrivals and restarted hosts"): a node started after the store
+  // moved finds it at whichever member took it over.
+  for (int node = 0; node < world.network.Nodes(); ++node) {
+    options_.endpoints.push_back({NodeAddress(node), job.port});
+  }
   options_.serve_first = id == 0;
   options_.failover.run_id = job.run_id;  // elastic_backend.cc's HandlerOptions
   options_.failover.port = job.port;

@@ -40,6 +40,10 @@ class SimSite : public StoreSite {
     std::lock_guard lock(mutex_);
     stores_[at] = std::move(store);
   }
+  void Remove(const std::string& at) {  // nothing listens there any more: refused
+    std::lock_guard lock(mutex_);
+    stores_.erase(at);
+  }
   std::shared_ptr<SimulatedStore> StoreOf(const std::string& at) {
     std::lock_guard lock(mutex_);
     auto it = stores_.find(at);
@@ -252,6 +256,80 @@ TEST_CASE("a node that lost its quorum joins the majority's moved store as a new
     if (name != "store_moved") continue;
     const auto json = nlohmann::json::parse(fields);
     CHECK(json.at("reason") == "lost quorum");
+    CHECK(json.at("epoch") == 1);
+    event = true;
+  }
+  CHECK(event);
+}
+
+// Found by ddprun-sim (seed 1, schedule 7, 64 nodes: the store host and three members killed
+// while four hot spares waited behind the full round): a spare never formed a round, so it knew
+// no successor, and with one --rdzv_endpoint (the lost host) it waited out its join timeout while
+// the job went on below MAX. Now a spare learns the successor candidates of the round it waits
+// behind and follows the store they move.
+TEST_CASE("a hot spare follows the store its round's survivors moved (one endpoint)",
+          "[rendezvous][relocate]") {
+  Simulation simulation;
+  SimSite site(simulation);
+  FakeWorkerStore workers;
+  auto full = [&](int id) {
+    DynamicRendezvousOptions options = NodeOptions(simulation, id);
+    options.max_nodes = 2;
+    return options;
+  };
+  auto original = std::make_shared<SimulatedStore>(simulation, seconds(30));
+  site.Put(At("10.0.0.10"), original);
+  std::vector<std::future<FormedRound>> members;
+  for (int id : {1, 2}) {
+    members.push_back(simulation.Spawn(
+        [&, id] { return DynamicRendezvous(full(id), original).Join(std::nullopt); }));
+  }
+  for (auto& member : members) REQUIRE(simulation.Ready(member, seconds(10)).round == 0);
+
+  ElasticHandlerOptions options;
+  options.rendezvous = full(3);
+  options.advertised_addr = "10.0.0.13";
+  options.read_timeout = seconds(10);
+  options.endpoints = {{"10.0.0.10", kPort}};  // torchrun's one endpoint: the original host
+  options.failover.run_id = "job";
+  options.failover.port = kPort;
+  options.failover.window = seconds(3);
+  ElasticRendezvousHandler spare(options, site, workers);
+  auto joined = simulation.Spawn([&] { return spare.NextRendezvous(); });
+  ddprun::Cancellation never;
+  simulation.Pause(milliseconds(2'000), never);  // it waits behind round 0 as a spare
+  CHECK(SeqValue{original->Add(kKeys.Round(1, "seq"), 0)}.Arrivals() == 1);
+
+  // The store host is lost (its connections break, its port refuses); the survivors moved the
+  // store to round 0's first member, host1 (10.0.0.11), where one of them waits.
+  site.Remove(At("10.0.0.10"));
+  original->Interrupt();
+  auto moved = MovedStore(simulation);
+  site.Put(At("10.0.0.11"), moved);
+  auto survivor = simulation.Spawn([&] {
+    const FormedRound formed = DynamicRendezvous(full(1), moved).Join(std::nullopt);
+    moved->SetString(kKeys.Round(formed.round, "master"), "10.0.0.11:4000");
+    return formed;
+  });
+  const bool formed = simulation.Finishes(joined, seconds(30));
+  CHECK(formed);
+  if (!formed) {
+    spare.Shutdown();
+    simulation.Finishes(joined, seconds(120));
+    moved->Interrupt();
+    simulation.Finishes(survivor, seconds(120));
+    return;
+  }
+  const RendezvousInfo info = joined.get();
+  CHECK(simulation.Ready(survivor, seconds(1)).group_world_size == 2);
+  CHECK(spare.StoreAddress().ToString() == At("10.0.0.11"));
+  CHECK(info.group_world_size == 2);
+  bool event = false;
+  for (const auto& [name, fields] : info.events) {
+    if (name != "store_moved") continue;
+    const auto json = nlohmann::json::parse(fields);
+    CHECK(json.at("spare") == true);
+    CHECK(json.at("basis") == 0);
     CHECK(json.at("epoch") == 1);
     event = true;
   }
