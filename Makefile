@@ -89,7 +89,7 @@ configure:
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDDPRUN_PACKAGE_BUILD=$(PACKAGE_BUILD)
 
 build: configure
-	cmake --build $(BUILD_DIR) -j$(NPROC)
+	cmake --build $(BUILD_DIR) -j$(NPROC) --target all ddprun-sim-mutants
 
 # Only what the demo needs: its packages (no clang, lintian, ...) and the ddprun target (no
 # tests, tools or worker programs), so that it is quick on a fresh machine.

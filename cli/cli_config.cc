@@ -305,11 +305,15 @@ void FillScript(const RawValues& raw, const SplitArgs& split, const EnvLookup& e
   }
 }
 
-// After the run mode: a pool needs a Python entry point; --warm-preload needs a pool.
+// After the run mode: a pool needs a Python entry point; --warm-preload needs a pool. On by
+// default for Python entry points (issue 40: the whole interop suite passes with it on).
 void FillWarmRestart(const RawValues& raw, LaunchConfig& config) {
+  config.warm_restart = config.run_mode != RunMode::kNoPython;
+  config.warm_restart_by_default = config.warm_restart;
   IfGiven(raw, "warm_restart", [&](const std::string& text, const std::string& name) {
     RequireChoice(text, name, Choices("warm_restart"));
     config.warm_restart = text == "on";
+    config.warm_restart_by_default = false;
     if (config.warm_restart && config.run_mode == RunMode::kNoPython && name.starts_with("PET_")) {
       // A default for every job (a cluster's environment): it applies to Python workers only.
       config.warm_restart = false;

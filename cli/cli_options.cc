@@ -118,7 +118,8 @@ constexpr std::array<OptionSpec, 50> kOptions{{
      "progress past start-up; 0: never (default 3)"},
     {"warm_restart", 0, "on|off", true, kDdprun,
      "a restart's workers are forked from an interpreter that already imported torch, not "
-     "started anew (Python entry points; docs/warm-restart.md) (default off)",
+     "started anew (Python entry points; docs/warm-restart.md) (default on; off with "
+     "--no-python)",
      "on off"},
     {"warm_preload", 0, "MODULE,...", true, kDdprun,
      "--warm-restart: modules the interpreter imports after torch, e.g. numpy,transformers "

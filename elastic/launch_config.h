@@ -141,8 +141,9 @@ struct LaunchConfig {
   std::optional<std::string> numa_binding;
 
   // --warm-restart=on: a restart's workers are forked from an interpreter that imported torch
-  // and --warm-preload's modules (docs/warm-restart.md); off by default.
+  // and --warm-preload's modules (docs/warm-restart.md); on by default for Python entry points.
   bool warm_restart = false;
+  bool warm_restart_by_default = false;  // on because nobody said: a job without torch is quiet
   std::vector<std::string> warm_preload;
   // Why PET_WARM_RESTART=on does not apply to this job (its workers are not Python), for the
   // dry run and one log line; empty when it applies or was not set. The flag itself is refused.

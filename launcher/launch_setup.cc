@@ -151,6 +151,7 @@ std::optional<process::WarmPoolOptions> WarmPoolOptionsOf(const LaunchConfig& co
   options.session_keeper_fd = keeper.WriteFd();
   options.job_cgroup_fd = keeper.JobCgroupFd();
   options.job_cgroup_dir = keeper.JobCgroupPath();
+  options.quiet_without_torch = config.warm_restart_by_default;
   return options;
 }
 

@@ -181,7 +181,8 @@ std::optional<std::string> WarmPool::Dispatch(const std::string& datagram) {
     });
   } else if (message.contains("ready")) {
     if (!message.value("ready", false)) {
-      Fail(message.value("reason", std::string("the warm pool is not ready")));
+      Fail(message.value("reason", std::string("the warm pool is not ready")),
+           options_.quiet_without_torch && message.value("no_torch", false));
       return std::nullopt;
     }
     ready_ = true;
@@ -192,11 +193,12 @@ std::optional<std::string> WarmPool::Dispatch(const std::string& datagram) {
   return std::nullopt;
 }
 
-void WarmPool::Fail(const std::string& why) {
+void WarmPool::Fail(const std::string& why, bool quiet) {
   if (failed_) return;
   failed_ = true;
   failure_ = why;
-  spdlog::warn("warm restart off for the rest of this job: {}; workers are exec'd", why);
+  spdlog::log(quiet ? spdlog::level::info : spdlog::level::warn,
+              "warm restart off for the rest of this job: {}; workers are exec'd", why);
   asio::post(io_, [this, alive = alive_] {
     if (*alive && on_gone_) on_gone_();
   });

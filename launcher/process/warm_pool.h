@@ -38,6 +38,9 @@ struct WarmPoolOptions {
   int job_cgroup_fd = -1;                  // SessionKeeper::JobCgroupFd(): the pool joins it
   std::string job_cgroup_dir;              // its directory ("": none), for the workers' lines
   std::chrono::milliseconds reply_timeout{10'000};  // a fork request is answered within
+  // On by default, not asked for: a job whose Python has no torch says why on the info level
+  // only (any other reason still warns).
+  bool quiet_without_torch = false;
 };
 
 class WarmPool {
@@ -72,7 +75,8 @@ class WarmPool {
   bool Drain();
   // One message from the pool; returns the fork reply it is, if it is one.
   std::optional<std::string> Dispatch(const std::string& datagram);
-  void Fail(const std::string& why);
+  // Logs `why` once (a warning; `quiet`: info) and tells on_gone.
+  void Fail(const std::string& why, bool quiet = false);
 
   asio::io_context& io_;
   WarmPoolOptions options_;

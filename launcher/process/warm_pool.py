@@ -9,7 +9,8 @@ the launcher put the pool and so its workers (ddprun's launcher/process/job_cgro
 Protocol: JSON in UTF-8, one message per datagram.
 pool -> launcher
   {"ready": true, "preload_s": S, "preloaded": [...], "python": "3.11.2", "pid": PID}
-  {"ready": false, "reason": "<problem and fix, one line>"}, then the pool exits 0. Not ready:
+  {"ready": false, "reason": "<problem and fix, one line>", "no_torch": B}, then the pool exits 0
+      (B: the interpreter has no torch module at all). Not ready:
       a preload fails to import; torch.cuda.is_initialized() is true after a preload; more
       than one OS thread (/proc/self/task) or Python thread remains after a preload. Threads
       are counted after a probe fork (a child that exits at once), because fork-aware
@@ -195,12 +196,19 @@ def _import_at_low_priority(name):
     return outcome.get("priority", "normal")
 
 
+class _NoTorch(str):
+    """The reason the pool is not ready: this Python cannot import torch at all."""
+
+
 def _preload(modules):
     """Imports the modules in order; returns None, or the reason the pool is not ready."""
     for name in modules:
         try:
             _import_at_low_priority(name)
         except (Exception, SystemExit) as exc:
+            if name == "torch" and isinstance(exc, ModuleNotFoundError) and exc.name == "torch":
+                return _NoTorch(_one_line("%s has no torch (import torch: %s): nothing to "
+                                          "preload" % (sys.executable, exc)))
             return _one_line("cannot import %s (%s: %s): install it or remove it from "
                              "--warm-preload" % (name, type(exc).__name__, exc))
         problem = _cuda_problem(name) or _thread_problem(name)
@@ -399,7 +407,7 @@ def _pool_main(argv):
     start = time.monotonic()
     problem = _preload(preload)
     if problem:
-        _send(sock, {"ready": False, "reason": problem})
+        _send(sock, {"ready": False, "reason": problem, "no_torch": isinstance(problem, _NoTorch)})
         _pool_exit()
     _send(sock, {"ready": True, "preload_s": time.monotonic() - start, "preloaded": preload,
                  "python": sys.version.split()[0], "pid": os.getpid()})

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "chaos"))
@@ -26,44 +27,65 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--binary", required=True)
     parser.add_argument("--nodes", type=int, default=64)
-    parser.add_argument("--seed", default="1")
+    parser.add_argument("--seed", default="1", help="a seed, or a range FIRST-LAST")
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--schedules", type=int, default=20)
     parser.add_argument("--out", help="keep the histories here (default: a temp dir)")
     args = parser.parse_args()
 
     out = args.out or tempfile.mkdtemp(prefix="ddprun-sim-")
-    run = subprocess.run([args.binary, "--nodes", str(args.nodes), "--seed", args.seed,
-                          "--first", str(args.first), "--schedules", str(args.schedules),
-                          "--history", out])
+    started = time.monotonic()
+    violations, failed_runs, seeds = 0, 0, seed_list(args.seed)
+    for seed in seeds:
+        run = subprocess.run([args.binary, "--nodes", str(args.nodes), "--seed", seed,
+                              "--first", str(args.first), "--schedules", str(args.schedules),
+                              "--history", out])
+        failed_runs += run.returncode != 0
+        violations += check_seed(args, seed, out)
+    print("sim: %d schedules of %d nodes, seed %s: %d violations (%.1f s real)" % (
+        args.schedules * len(seeds), args.nodes, args.seed, violations,
+        time.monotonic() - started))
+    if violations or failed_runs:
+        print("sim: histories kept in %s" % out)
+        return 1
+    if not args.out:
+        shutil.rmtree(out, ignore_errors=True)
+    return 0
+
+
+def seed_list(text):
+    """"7" is seed 7; "1-50" is seeds 1 to 50."""
+    if "-" in text:
+        first, last = (int(part) for part in text.split("-", 1))
+        return [str(seed) for seed in range(first, last + 1)]
+    return [text]
+
+
+def check_seed(args, seed, out):
+    """Checks the histories of one seed's schedules; returns how many violations they hold."""
     violations = 0
     for index in range(args.first, args.first + args.schedules):
-        path = os.path.join(out, "sim-%s-%d.json" % (args.seed, index))
+        path = os.path.join(out, "sim-%s-%d.json" % (seed, index))
         if not os.path.exists(path):
-            print("sim: seed %s schedule %d: no history" % (args.seed, index))
+            print("sim: seed %s schedule %d: no history" % (seed, index))
             violations += 1
             continue
         with open(path) as f:
             history = json.load(f)
         found = checker.check(history)
         print("sim: seed %s schedule %d: %s; %d violations" % (
-            args.seed, index, checker.summary(history)[:240], len(found)), flush=True)
+            seed, index, checker.summary(history)[:240], len(found)), flush=True)
         for violation in found:
             print("sim: VIOLATION [%s] seed %s schedule %d (%d nodes): %s" % (
-                violation.invariant, args.seed, index, args.nodes, violation.message))
+                violation.invariant, seed, index, args.nodes, violation.message))
             print("  replay: make sim SEED=%s NODES=%d FIRST=%d SCHEDULES=1" % (
-                args.seed, args.nodes, index))
+                seed, args.nodes, index))
             for line in violation.slice:
                 print("  | " + line)
         violations += len(found)
-    print("sim: %d schedules of %d nodes, seed %s: %d violations" % (
-        args.schedules, args.nodes, args.seed, violations))
-    if violations or run.returncode != 0:
-        print("sim: histories kept in %s" % out)
-        return 1
-    if not args.out:
-        shutil.rmtree(out, ignore_errors=True)
-    return 0
+        if not found and not args.out:
+            os.remove(path)
+    return violations
 
 
 if __name__ == "__main__":
