@@ -47,7 +47,7 @@ from hang_bench import find_torch2_python, first, job_bench_parser, kill_job, re
 
 TRAIN = REPO / "tests" / "interop" / "hang_train.py"
 CASES = ["cold", "warm", "torchrun"]
-STEPS = 12
+STEPS = 40  # enough for the pool, preloading at idle priority, to be ready before the kill
 
 
 def parse_args() -> argparse.Namespace:
@@ -96,7 +96,8 @@ def one_run(case, args, python):
     tmp = tempfile.mkdtemp(prefix="warm_bench_")
     marker = uuid.uuid4().hex
     log = os.path.join(tmp, "steps.jsonl")
-    env = lib.clean_env({lib.MARKER_VAR: marker})
+    # LOGLEVEL=INFO: ddprun says "warm pool ready", which the warm case waits for before the kill.
+    env = lib.clean_env({lib.MARKER_VAR: marker, "LOGLEVEL": "INFO"})
     killed = None
     with open(os.path.join(tmp, "stdout"), "w") as out, \
             open(os.path.join(tmp, "stderr"), "w") as err:

@@ -161,6 +161,18 @@ def _lower_this_thread():
         return "normal"
 
 
+def _lower_autogroup():
+    """With autogroups (kernel.sched_autogroup_enabled, a session's tasks share one CPU slot), a
+    thread's SCHED_IDLE yields only to the pool's own session: the pool's autogroup goes to nice
+    19 too, so that it yields to the workers' sessions. Forked workers call setsid(), which
+    starts a fresh autogroup at nice 0. Nowhere to write: nothing to do."""
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write("19")
+    except OSError:
+        pass
+
+
 def _await_thread_exit(tid, bound_s=2.0):
     """join() returns once the thread's Python part is done; the OS thread ends a moment later.
     Waits (yielding, bounded) until the kernel no longer lists it, so that the thread check
@@ -405,6 +417,7 @@ def _pool_main(argv):
         sys.path[0] = config["path0"]
     preload = list(config.get("preload") or [])
     start = time.monotonic()
+    _lower_autogroup()
     problem = _preload(preload)
     if problem:
         _send(sock, {"ready": False, "reason": problem, "no_torch": isinstance(problem, _NoTorch)})

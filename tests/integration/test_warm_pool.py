@@ -291,6 +291,17 @@ class TestReady(WarmPoolTestCase):
         self.assertNotIn("\n", message["reason"])
         self.assertEqual(pool.proc.wait(DEADLINE), 0)
 
+    def test_a_python_without_torch_says_so(self):
+        # On by default for every Python job: a Python without torch is told apart ("no_torch",
+        # logged on the info level by ddprun), any other failed preload is not.
+        nosite = self.write("python_nosite", "#!/bin/sh\nexec %s -S \"$@\"\n" % PYTHON)
+        os.chmod(nosite, 0o755)  # without site, no dist-packages: no torch
+        message = self.start_pool(python=nosite, preload=["torch"]).ready()
+        self.assertEqual((message["ready"], message["no_torch"]), (False, True), message)
+        self.assertIn("has no torch", message["reason"])
+        other = self.start_pool(preload=["no_such_module_xyz"]).ready()
+        self.assertFalse(other["no_torch"])
+
     def test_preload_that_starts_a_thread_is_not_ready(self):
         self.write("mods/starts_thread.py", """\
             import threading
@@ -355,12 +366,21 @@ class TestWorkerSetup(WarmPoolTestCase):
         script = self.write("prio.py", """\
             import os, sys, threading
             mod = sys.modules["where_imported"]
+            try:
+                with open("/proc/self/autogroup") as f:  # setsid: its own, at nice 0
+                    group = f.read().split()[-1]
+            except OSError:
+                group = "0"
             print(mod.POLICY == os.SCHED_IDLE, mod.MAIN, os.sched_getscheduler(0) == os.SCHED_OTHER,
-                  os.getpriority(os.PRIO_PROCESS, 0), threading.active_count())
+                  os.getpriority(os.PRIO_PROCESS, 0), threading.active_count(), group)
             """)
         pool = self.ready_pool(preload=["where_imported"], path0=os.path.join(self.dir, "mods"))
         base_nice = os.getpriority(os.PRIO_PROCESS, 0)
-        self.assertEqual(self.run_warm(pool, script), (0, "True False True %d 1\n" % base_nice, ""))
+        self.assertEqual(self.run_warm(pool, script),
+                         (0, "True False True %d 1 0\n" % base_nice, ""))
+        if os.path.exists("/proc/%d/autogroup" % pool.proc.pid):  # the pool's own: nice 19
+            with open("/proc/%d/autogroup" % pool.proc.pid) as f:
+                self.assertEqual(f.read().split()[-1], "19")
 
     def test_cpu_affinity(self):
         script = self.write("cpus.py", "import os; print(sorted(os.sched_getaffinity(0)))\n")
