@@ -125,14 +125,15 @@ check: deps
 format:
 	$(PYTHON) scripts/check_format.py --fix
 
-# ASan + UBSan in a separate tree; the interop tests (real PyTorch, slow) are left out.
+# ASan + UBSan in a separate tree; the interop tests (real PyTorch, slow) and the simulation
+# (tests/sim: 2,000 threads; the engine's own unit cases run here) are left out.
 check-sanitize: deps
 	cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=$(SANITIZE_BUILD_TYPE) -DDDPRUN_SANITIZE=ON \
 	  $(SANITIZER_CMAKE_FLAGS)
 	cmake --build $(SANITIZE_DIR) -j$(NPROC)
 	ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}" \
 	UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
-	  ctest --test-dir $(SANITIZE_DIR) $(CTEST_FLAGS) -LE interop
+	  ctest --test-dir $(SANITIZE_DIR) $(CTEST_FLAGS) -LE "interop|sim"
 
 # ThreadSanitizer in a tree of its own (docs/reliability.md, "ThreadSanitizer"); interop left out.
 # Every process the tests start writes its reports to $(TSAN_DIR)/tsan-reports/ (log_path), so
@@ -149,7 +150,7 @@ check-tsan: deps
 	    echo "check-tsan: vm.mmap_rnd_bits=$$bits: the tests run under $$norandom"; fi; \
 	  status=0; \
 	  TSAN_OPTIONS="$${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:log_path=$$reports/report}" \
-	    $$norandom ctest --test-dir $(TSAN_DIR) $(CTEST_FLAGS) -LE interop || status=$$?; \
+	    $$norandom ctest --test-dir $(TSAN_DIR) $(CTEST_FLAGS) -LE "interop|sim" || status=$$?; \
 	  if [ -n "$$(ls -A "$$reports")" ]; then \
 	    for report in "$$reports"/*; do echo "== $$report"; cat "$$report"; done; \
 	    echo "check-tsan: ThreadSanitizer reports above (kept in $$reports)" >&2; exit 1; fi; \
