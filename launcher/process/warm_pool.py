@@ -4,7 +4,9 @@ Run as `python -u -c <this text> <json>` (or `python -u warm_pool.py <json>`), s
 Python 3.8+, Linux. argv[1]: {"fd": N, "path0": DIR, "preload": [MODULE, ...], "cgroup": C}: N is
 an inherited AF_UNIX SOCK_SEQPACKET socket to the launcher; DIR replaces sys.path[0] while the
 modules are imported, in order; C (optional, "" for none) is the job cgroup's directory, where
-the launcher put the pool and so its workers (ddprun's launcher/process/job_cgroup.h).
+the launcher put the pool and so its workers (ddprun's launcher/process/job_cgroup.h). The
+preload runs at idle priority (a SCHED_IDLE thread, the session's autogroup at nice 19) unless
+"idle": false (bench/warm_pool_start.py's measure of a pool that serves attempt 0 too).
 
 Protocol: JSON in UTF-8, one message per datagram.
 pool -> launcher
@@ -212,11 +214,15 @@ class _NoTorch(str):
     """The reason the pool is not ready: this Python cannot import torch at all."""
 
 
-def _preload(modules):
-    """Imports the modules in order; returns None, or the reason the pool is not ready."""
+def _preload(modules, idle=True):
+    """Imports the modules in order (`idle`: at the lowest priority); returns None, or the
+    reason the pool is not ready."""
     for name in modules:
         try:
-            _import_at_low_priority(name)
+            if idle:
+                _import_at_low_priority(name)
+            else:
+                importlib.import_module(name)
         except (Exception, SystemExit) as exc:
             if name == "torch" and isinstance(exc, ModuleNotFoundError) and exc.name == "torch":
                 return _NoTorch(_one_line("%s has no torch (import torch: %s): nothing to "
@@ -417,8 +423,10 @@ def _pool_main(argv):
         sys.path[0] = config["path0"]
     preload = list(config.get("preload") or [])
     start = time.monotonic()
-    _lower_autogroup()
-    problem = _preload(preload)
+    idle = config.get("idle", True)
+    if idle:
+        _lower_autogroup()
+    problem = _preload(preload, idle)
     if problem:
         _send(sock, {"ready": False, "reason": problem, "no_torch": isinstance(problem, _NoTorch)})
         _pool_exit()
