@@ -221,23 +221,27 @@ void Training::Stop(int handle) {
   network_.Sleep(node, incarnation, options_.term_time);
 }
 
+Training::Ended Training::EndWorkersLocked(int node, WorkersState state) {
+  auto it = current_.find(node);
+  if (it == current_.end() || members_[it->second].state != WorkersState::kRunning) {
+    return Ended::kNotRunning;
+  }
+  Member& member = members_[it->second];
+  const std::int64_t now = NowNs();
+  Advance(*member.group, now);
+  if (member.state != WorkersState::kRunning) return Ended::kEndedMeanwhile;
+  SetGone(member, state, now);
+  Group& group = *member.group;
+  if (group.phase != Group::Phase::kDone) group.break_at = now;
+  return Ended::kNow;
+}
+
 bool Training::FailWorker(int node) {
   bool failed = false;
   {
     std::lock_guard lock(mutex_);
-    auto it = current_.find(node);
-    if (it != current_.end() && members_[it->second].state == WorkersState::kRunning) {
-      Member& member = members_[it->second];
-      const std::int64_t now = NowNs();
-      Advance(*member.group, now);
-      if (member.state == WorkersState::kRunning) {
-        SetGone(member, WorkersState::kFailed, now);
-        Group& group = *member.group;
-        if (group.phase != Group::Phase::kDone) group.break_at = now;
-        failed = true;
-        ++version_;
-      }
-    }
+    failed = EndWorkersLocked(node, WorkersState::kFailed) == Ended::kNow;
+    if (failed) ++version_;
   }
   simulation_.Changed();
   return failed;
@@ -246,18 +250,7 @@ bool Training::FailWorker(int node) {
 void Training::KillNode(int node) {
   {
     std::lock_guard lock(mutex_);
-    auto it = current_.find(node);
-    if (it != current_.end() && members_[it->second].state == WorkersState::kRunning) {
-      Member& member = members_[it->second];
-      const std::int64_t now = NowNs();
-      Advance(*member.group, now);
-      if (member.state == WorkersState::kRunning) {
-        SetGone(member, WorkersState::kStopped, now);
-        Group& group = *member.group;
-        if (group.phase != Group::Phase::kDone) group.break_at = now;
-      }
-      ++version_;
-    }
+    if (EndWorkersLocked(node, WorkersState::kStopped) != Ended::kNotRunning) ++version_;
   }
   simulation_.Changed();
 }

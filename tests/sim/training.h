@@ -113,6 +113,10 @@ class Training {
   bool Connected(const Group& group);
   std::int64_t NextEvent(const Group& group) const;
   void SetGone(Member& member, WorkersState state, std::int64_t at);
+  // The node's running workers end now as `state` (their group breaks): whether they were
+  // running, and whether they were still running once the group caught up to now.
+  enum class Ended { kNotRunning, kEndedMeanwhile, kNow };
+  Ended EndWorkersLocked(int node, WorkersState state);
   double Seconds(std::int64_t ns) const { return static_cast<double>(ns) / 1e9; }
 
   Network& network_;
