@@ -194,8 +194,8 @@ class NetnsTrainingTest(lib.DdprunTestCase):
         victims = self.pids_of_host(host)
         agent = self.agents[host].pid
         self.assertIn(agent, victims)
-        # With warm restart forced on (DDPRUN_TEST_WARM_RESTART=on), the pool is one more.
-        pool = 1 if os.environ.get("DDPRUN_TEST_WARM_RESTART") == "on" else 0
+        # The warm pool (on by default; DDPRUN_TEST_WARM_RESTART=off turns it off) is one more.
+        pool = 0 if os.environ.get("DDPRUN_TEST_WARM_RESTART") == "off" else 1
         self.assertIn(len(victims), (2 + NPROC, 2 + NPROC + pool),
                       "host %d's agent, keeper, workers (and warm pool): %s" % (host, victims))
         killed_at = time.time()
