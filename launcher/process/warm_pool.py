@@ -67,6 +67,7 @@ Known differences between a forked worker and an exec'd one:
 """
 import array
 import ctypes
+import errno
 import faulthandler
 import importlib
 import json
@@ -163,16 +164,23 @@ def _lower_this_thread():
         return "normal"
 
 
-def _lower_autogroup():
+def _set_autogroup_nice(nice):
     """With autogroups (kernel.sched_autogroup_enabled, a session's tasks share one CPU slot), a
     thread's SCHED_IDLE yields only to the pool's own session: the pool's autogroup goes to nice
-    19 too, so that it yields to the workers' sessions. Forked workers call setsid(), which
-    starts a fresh autogroup at nice 0. Nowhere to write: nothing to do."""
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write("19")
-    except OSError:
-        pass
+    19 while it preloads, so that it yields to the workers' sessions, and back to 0 once ready,
+    so that its forks are not slowed (the launcher waits for each reply). The kernel lets anyone
+    set 0..19 (only below 0 needs privilege), at most once per 100 ms without CAP_SYS_ADMIN
+    (EAGAIN: tried again once, 100 ms later). Forked workers call setsid(), which starts a fresh
+    autogroup at nice 0. Nowhere to write: nothing to do."""
+    for attempt in range(2):
+        try:
+            with open("/proc/self/autogroup", "w") as f:
+                f.write(str(nice))
+            return
+        except OSError as exc:
+            if exc.errno != errno.EAGAIN or attempt:
+                return
+            time.sleep(0.1)  # the kernel's own rate limit, not a wait for an event
 
 
 def _await_thread_exit(tid, bound_s=2.0):
@@ -425,8 +433,10 @@ def _pool_main(argv):
     start = time.monotonic()
     idle = config.get("idle", True)
     if idle:
-        _lower_autogroup()
+        _set_autogroup_nice(19)
     problem = _preload(preload, idle)
+    if idle:
+        _set_autogroup_nice(0)
     if problem:
         _send(sock, {"ready": False, "reason": problem, "no_torch": isinstance(problem, _NoTorch)})
         _pool_exit()
