@@ -87,6 +87,7 @@ FormedRound DynamicRendezvous::Join(const std::optional<FormedRound>& previous,
   if (resume && Resumable(*resume)) {
     resumed = Ticket{resume->round, SeqValue{resume->seq}};
     pending_ = resume;
+    ticket_rounds_.insert(resume->round);
     const bool missed_one = resume->round > 0 && !MemberBefore(member, resume->round);
     AfterArrival(*resumed, member, missed_one, deadline);
   }
@@ -147,6 +148,7 @@ DynamicRendezvous::Ticket DynamicRendezvous::Arrive(int round,
     }
     const Ticket ticket{round, seq};
     pending_ = Arrival{round, seq.raw};
+    ticket_rounds_.insert(round);
     AfterArrival(ticket, previous, missed_one, deadline);
     return ticket;
   }

@@ -280,6 +280,9 @@ class DynamicRendezvous {
   // RendezvousTimeoutError naming the setting.
   void Close(int round);
   bool IsClosed();
+  // `round` sealed without a quorum, and this node took no ticket in it here: the seal did not
+  // count it (its requests did not reach the store in time, or it came after the seal).
+  bool QuorumLostWithout(int round);
 
   // The first `count` members of formed `round` in group-rank order (the successor candidates).
   std::vector<RoundMember> Members(int round, int count);
@@ -385,6 +388,7 @@ class DynamicRendezvous {
   std::shared_ptr<store::Store> store_;
   RendezvousKeys keys_;
   std::optional<Arrival> pending_;
+  std::set<int> ticket_rounds_;  // the rounds this node took (or resumed) a ticket in
   std::optional<int> outage_round_;
 };
 

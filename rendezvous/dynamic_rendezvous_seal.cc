@@ -135,6 +135,13 @@ void DynamicRendezvous::Publish(int round, SeqValue sealed_seq,
   Announce(round, {RoundChange::Kind::kClosed, -1, options_.node.host, why});
 }
 
+bool DynamicRendezvous::QuorumLostWithout(int round) {
+  if (ticket_rounds_.contains(round)) return false;
+  const std::string sealed = RoundKey(round, "sealed");
+  if (!store_->Check({sealed})) return false;
+  return !Json::parse(store_->GetString(sealed)).value("quorum", true);
+}
+
 // Needed after a loss (lost > 0) and in a moved store's first round (strict): the survivors are
 // the round's nodes that were members of the previous round (their records' "prev"), and the
 // members that came back after the round sealed (`late`: a spare took their place).

@@ -6,6 +6,7 @@
 #include "common/duration.h"
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "rendezvous/member_watch.h"
 #include "store/prefix_store.h"
 
 namespace ddprun::rendezvous {
@@ -43,13 +44,15 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
         std::lock_guard lock(mutex_);
         current_ = formed;
       }
+      formed_epoch_ = epoch_;
       if (outage_since_) spdlog::info("the rendezvous store answers again");
       outage_since_.reset();
-      return Publish(formed);
+      if (auto info = Publish(formed)) return std::move(*info);
     } catch (const JoinAbandonedError&) {
       if (!moved_) throw;
       JoinMovedStore();
     } catch (const RendezvousQuorumError& error) {
+      if (MoveAfterLostQuorum(error)) continue;
       if (!RejoinElsewhere(error)) throw;
     } catch (const store::StoreConnectionError& error) {
       if (shutdown_) ThrowClosed();
@@ -66,7 +69,7 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
       spdlog::warn("lost the rendezvous store at {} while joining ({}); {}",
                    StoreAddress().ToString(), error.what(),
                    Current() ? "checking it again" : "trying the endpoints again");
-      if (!Current() && FollowMovedStoreAsSpare()) continue;
+      if (WaitsAsSpare() && FollowMovedStoreAsSpare()) continue;
       if (!Current()) {  // a newcomer has no round to move the store for: it looks again
         std::lock_guard lock(mutex_);
         store_.reset();
@@ -154,11 +157,34 @@ void ElasticRendezvousHandler::MoveStore(const FormedRound& current, const std::
   DynamicRendezvousOptions seeding = options_.rendezvous;
   seeding.node.serves_store = true;
   const FailoverBasis basis = *basis_;
-  StoreAt moved = failover_.Succeed(
-      basis, current.group_rank, [&](store::Store& store, const MovedStoreMarker& marker) {
-        DynamicRendezvous(seeding, std::shared_ptr<store::Store>(&store, [](store::Store*) {}))
-            .SeedMovedStore(basis.round, basis.candidates, lost_rank, marker);
-      });
+  std::optional<StoreAt> found;
+  try {
+    found = failover_.Succeed(
+        basis, current.group_rank,
+        [&](store::Store& store, const MovedStoreMarker& marker) {
+          DynamicRendezvous(seeding, std::shared_ptr<store::Store>(&store, [](store::Store*) {}))
+              .SeedMovedStore(basis.round, basis.candidates, lost_rank, marker);
+        },
+        store_at_);
+  } catch (const RendezvousConnectionError& error) {
+    // No candidate took over: this node may have been the one cut off (its incoming traffic),
+    // and the store never moved. It answers now: rejoin it.
+    auto again = failover_.Reconnect(store_at_, epoch_, current.round);
+    if (!again || failover_.Closed(*again)) throw;
+    spdlog::warn(
+        "{}; but the store at {} answers again (this node was the one cut off): "
+        "rejoining it",
+        error.what(), lost_at);
+    UseStore(std::move(*again));
+    return;
+  }
+  if (found->epoch == epoch_ && found->address == store_at_) {
+    spdlog::warn("the store at {} answers again (this node was the one cut off): rejoining it",
+                 lost_at);
+    UseStore(std::move(*found));
+    return;
+  }
+  StoreAt moved = std::move(*found);
   const std::string where =
       moved.serving ? options_.advertised_addr + ":" + std::to_string(options_.failover.port)
                     : moved.address.ToString();
@@ -217,18 +243,79 @@ void ElasticRendezvousHandler::UseStore(StoreAt at, bool relocate) {
   if (shutdown_) store_->Interrupt();
 }
 
+// The store's side sealed the round after this node's without a quorum and stopped, counting
+// this member out (its requests did not reach the store in time: the store host was cut off or
+// paused, and the others' silence swept them). This node is then on the other side, which may
+// go on: it moves the store as if the store host were lost. At most one side goes on all the
+// same: the store's side stopped, and the moved store's first round needs more than half of
+// this round's members. Once per store a round formed in; never by the host of that store.
+bool ElasticRendezvousHandler::MoveAfterLostQuorum(const RendezvousQuorumError& error) {
+  const auto current = Current();
+  if (options_.replicated_store || !current || !basis_ || basis_->round.round != current->round ||
+      epoch_ != formed_epoch_ || options_.rendezvous.node.serves_store ||
+      !rendezvous_->QuorumLostWithout(current->round + 1)) {
+    return false;
+  }
+  spdlog::warn("{}; but this node, a member of round {}, was not counted there: moving the store",
+               error.what(), current->round);
+  MoveStore(*current, std::string("its side stopped without this node: ") + error.what());
+  return true;
+}
+
 // This side lost its quorum. If the job goes on at a moved store of a newer epoch (the majority
-// moved it while this node was paused or cut off), this node joins it as a new member instead
-// of ending: its own round is over, the others' is not.
+// moved it while this node was paused or cut off, or moves it now: its members may learn that
+// they were counted out only after a request that waited out read_timeout, then move it within
+// two heartbeat timeouts), this node joins it as a new member instead of ending: its own round
+// is over, the others' is not.
 bool ElasticRendezvousHandler::RejoinElsewhere(const RendezvousQuorumError& error) {
   if (options_.replicated_store || options_.endpoints.size() < 2) return false;
-  std::optional<StoreAt> moved =
-      failover_.FindMoved(options_.endpoints, options_.failover.probe_timeout);
-  if (!moved || moved->epoch <= epoch_) return false;
-  spdlog::warn("{}; but the job goes on at {} (epoch {}): joining it as a new member", error.what(),
-               moved->address.ToString(), moved->epoch);
-  JoinAsNewcomer(std::move(*moved), Json{{"reason", "lost quorum"}});
-  return true;
+  const auto deadline = site_.clock().Now() + options_.read_timeout + 2 * options_.failover.window;
+  bool told = false;
+  for (;;) {
+    std::optional<StoreAt> moved =
+        failover_.FindMoved(options_.endpoints, options_.failover.probe_timeout);
+    if (moved && moved->epoch > epoch_) {
+      if (RejoinsAsMember(*moved)) {
+        spdlog::warn("{}; but the job goes on at {} (epoch {}), moved after round {}: rejoining it",
+                     error.what(), moved->address.ToString(), moved->epoch, Current()->round);
+        Event("store_moved", Json{{"epoch", moved->epoch},
+                                  {"address", moved->address.ToString()},
+                                  {"basis", Current()->round},
+                                  {"serving", false},
+                                  {"reason", "lost quorum"}}
+                                 .dump());
+        UseStore(std::move(*moved));
+        return true;
+      }
+      spdlog::warn("{}; but the job goes on at {} (epoch {}): joining it as a new member",
+                   error.what(), moved->address.ToString(), moved->epoch);
+      JoinAsNewcomer(std::move(*moved), Json{{"reason", "lost quorum"}});
+      return true;
+    }
+    if (site_.clock().Now() >= deadline) return false;
+    if (!std::exchange(told, true)) {
+      spdlog::warn("{}; looking for the job at a moved store until {} from now", error.what(),
+                   DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(
+                       deadline - site_.clock().Now())));
+    }
+    if (!site_.Pause(std::max(options_.rendezvous.keep_alive_interval, options_.failover.retry))) {
+      ThrowClosed();
+    }
+  }
+}
+
+// A member of the round this node's store formed, moved after that very round: the store's side
+// stopped (its round sealed without a quorum), so nobody goes on there, and this node counts at
+// the moved store as any survivor of the round. The store's own host comes as a newcomer: the
+// moved store counts it lost.
+bool ElasticRendezvousHandler::RejoinsAsMember(const StoreAt& moved) {
+  const auto current = Current();
+  if (!current || epoch_ != formed_epoch_ || options_.rendezvous.node.serves_store) return false;
+  try {
+    return ReadMovedStoreMarker(*moved.store, keys_).basis == current->round;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 void ElasticRendezvousHandler::JoinMovedStore() {
@@ -260,10 +347,18 @@ void ElasticRendezvousHandler::LearnSpareBasis() {
   }
 }
 
+// A node that never formed a round, or whose last round is older than the one it waited
+// behind (it fell behind the job: a member left out of later rounds, queued as a spare).
+bool ElasticRendezvousHandler::WaitsAsSpare() const {
+  const auto current = Current();
+  return !current || (spare_basis_ && spare_basis_->round.round > current->round);
+}
+
 bool ElasticRendezvousHandler::FollowMovedStoreAsSpare() {
   if (!spare_basis_ || spare_basis_->epoch != epoch_) return false;
+  // Still there: join again, and still a spare behind the same round should it go later.
+  if (failover_.Reconnect(store_at_, epoch_)) return false;
   const FailoverBasis basis = *std::exchange(spare_basis_, std::nullopt);
-  if (failover_.Reconnect(store_at_, epoch_)) return false;  // still there: join again
   try {
     StoreAt moved =
         failover_.Succeed(basis, /*my_group_rank=*/-1, [](store::Store&, const MovedStoreMarker&) {
@@ -305,8 +400,9 @@ void ElasticRendezvousHandler::Event(const std::string& name, const std::string&
   events_.emplace_back(name, fields_json);
 }
 
-// Rank 0 serves the workers' store and tells the others where it is.
-RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
+// Rank 0 serves the workers' store and tells the others where it is. None: rank 0 never told
+// (it died between the seal and that write), so it was declared lost and the node rejoins.
+std::optional<RendezvousInfo> ElasticRendezvousHandler::Publish(const FormedRound& formed) {
   // First: should the store die now, the survivors of this round know where to move it.
   basis_ = FailoverBasis{formed, rendezvous_->Members(formed.round, kSuccessorCandidates), epoch_};
   const std::string master_key = keys_.Round(formed.round, "master");
@@ -316,7 +412,7 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
     store_->SetString(master_key, master.ToString());
   } else {
     worker_store_.Stop();
-    store_->Wait({master_key}, options_.read_timeout);
+    if (!AwaitMaster(formed, master_key)) return std::nullopt;
     master = ParseHostPort(store_->GetString(master_key), "the round's worker store");
   }
   round_store_ = std::make_shared<store::PrefixStore>(keys_.Round(formed.round, "agent"), store_);
@@ -340,6 +436,26 @@ RendezvousInfo ElasticRendezvousHandler::Publish(const FormedRound& formed) {
   info.events = std::move(events_);
   events_.clear();
   return info;
+}
+
+// Group rank 0 writes the key right after the seal; its watch (and so its beats) starts only
+// after that, so a rank 0 that died in between is seen only as this silence. It is then lost as
+// any member is (no restart spent), instead of every other node failing on the wait.
+bool ElasticRendezvousHandler::AwaitMaster(const FormedRound& formed,
+                                           const std::string& master_key) {
+  try {
+    store_->Wait({master_key}, options_.read_timeout);
+    return true;
+  } catch (const store::StoreTimeout&) {
+  }
+  const std::string why = "it did not publish the workers' store address within read_timeout=" +
+                          DurationText(options_.read_timeout) + " of round " +
+                          std::to_string(formed.round) + "'s seal";
+  spdlog::warn("node 0 of round {} lost: {}; rejoining without it", formed.round, why);
+  const std::string host = MemberHost(*store_, keys_, formed.round, 0);
+  rendezvous_->DeclareGone(formed.round, 0, {RoundChange::Kind::kNodeLost, 0, host, why});
+  Event("node_lost", Json{{"node", 0}, {"node_host", host}, {"reason", why}}.dump());
+  return false;
 }
 
 void ElasticRendezvousHandler::AnnounceRoundEnd(const RoundEnd& end) {

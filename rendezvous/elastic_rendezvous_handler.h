@@ -88,7 +88,9 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   void UseStore(StoreAt at, bool relocate = false);
   // A moved store appeared while this node waited alone at its own: stop serving, join it.
   void JoinMovedStore();
+  bool MoveAfterLostQuorum(const RendezvousQuorumError& error);
   bool RejoinElsewhere(const RendezvousQuorumError& error);
+  bool RejoinsAsMember(const StoreAt& moved);
   void JoinAsNewcomer(StoreAt moved, nlohmann::json event);
   // A hot spare starts to wait for a formed round to end: it learns that round's successor
   // candidates, so that it can follow the store when it moves (it never formed a round, so
@@ -97,8 +99,11 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   // A spare lost the store: when it is gone (not merely slow) and a candidate of the round it
   // waited behind serves the moved store, joins that as a newcomer; false otherwise.
   bool FollowMovedStoreAsSpare();
+  bool WaitsAsSpare() const;
   void Event(const std::string& name, const std::string& fields_json);
-  RendezvousInfo Publish(const FormedRound& formed);
+  std::optional<RendezvousInfo> Publish(const FormedRound& formed);
+  // Waits for group rank 0's worker store address; false: rank 0 was declared lost instead.
+  bool AwaitMaster(const FormedRound& formed, const std::string& master_key);
   [[noreturn]] void ThrowClosed() const;
 
   ElasticHandlerOptions options_;
@@ -109,6 +114,7 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   std::shared_ptr<store::Store> store_;
   HostPort store_at_;
   int epoch_ = 0;
+  int formed_epoch_ = 0;  // the epoch of the store current_ formed at
   std::unique_ptr<DynamicRendezvous> rendezvous_;
   std::shared_ptr<store::Store> round_store_;  // the round's agent keys
   std::shared_ptr<store::Store> job_store_;    // the job's keys that outlive rounds

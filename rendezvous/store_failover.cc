@@ -23,6 +23,18 @@ std::vector<RoundMember> SuccessorOrder(const FailoverBasis& basis) {
   return order;
 }
 
+namespace {
+
+// The position of `group_rank` in `order`, or order.size() when it is not there.
+std::size_t Index(const std::vector<RoundMember>& order, int group_rank) {
+  const auto found = std::find_if(order.begin(), order.end(), [&](const RoundMember& member) {
+    return member.group_rank == group_rank;
+  });
+  return static_cast<std::size_t>(found - order.begin());
+}
+
+}  // namespace
+
 StoreFailover::StoreFailover(FailoverOptions options, StoreSite& site)
     : options_(std::move(options)), site_(site), keys_{options_.run_id} {}
 
@@ -53,18 +65,31 @@ std::optional<StoreAt> StoreFailover::Reconnect(const HostPort& at, int epoch, i
     if (reach == Reach::kRefused) return std::nullopt;
     if (reach == Reach::kAnswered) {
       if (auto found = TryStore(at, -1, false, ConnectBudget(deadline))) {
-        // Still this job's store (its state is there), or one that took over since.
-        if (!found->store->Check({keys_.Hint()}) || found->epoch < epoch) return std::nullopt;
-        if (found->epoch == epoch && round >= 0 &&
-            !found->store->Check({keys_.Round(round, "sealed")})) {
-          return std::nullopt;
-        }
+        if (!Holds(*found, epoch, round)) return std::nullopt;
         return found;
       }
     }
     if (site_.clock().Now() >= deadline) return std::nullopt;
     if (!site_.Pause(options_.retry)) ThrowCancelled();
   }
+}
+
+// Still this job's store (its state is there), or one that took over since.
+bool StoreFailover::Holds(const StoreAt& found, int epoch, int round) {
+  if (!found.store->Check({keys_.Hint()}) || found.epoch < epoch) return false;
+  return found.epoch != epoch || round < 0 || found.store->Check({keys_.Round(round, "sealed")});
+}
+
+bool StoreFailover::Closed(const StoreAt& found) { return found.store->Check({keys_.Closed()}); }
+
+std::optional<StoreAt> StoreFailover::AnswersAgain(const HostPort& at, int epoch, int round,
+                                                   milliseconds probe_timeout) {
+  if (site_.Probe(at, probe_timeout) != Reach::kAnswered) return std::nullopt;
+  auto found = TryStore(at, -1);
+  if (!found || found->epoch != epoch || !Holds(*found, epoch, round) || Closed(*found)) {
+    return std::nullopt;
+  }
+  return found;
 }
 
 std::optional<StoreAt> StoreFailover::AwaitCandidate(const HostPort& at, int above) {
@@ -80,21 +105,54 @@ std::optional<StoreAt> StoreFailover::AwaitCandidate(const HostPort& at, int abo
   }
 }
 
-StoreAt StoreFailover::Succeed(const FailoverBasis& basis, int my_group_rank, const Seed& seed) {
+StoreAt StoreFailover::Succeed(const FailoverBasis& basis, int my_group_rank, const Seed& seed,
+                               const std::optional<HostPort>& lost) {
+  // The lost store answering again: this node was the one cut off, and nobody moved it.
+  const auto back = [&](milliseconds probe_timeout) -> std::optional<StoreAt> {
+    if (!lost) return std::nullopt;
+    return AnswersAgain(*lost, basis.epoch, basis.round.round, probe_timeout);
+  };
   const std::vector<RoundMember> order = SuccessorOrder(basis);
-  for (const RoundMember& candidate : order) {
+  const milliseconds glance = std::min(options_.retry, options_.probe_timeout);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const RoundMember& candidate = order[i];
     const HostPort at{candidate.node.addr, options_.port};
     if (candidate.group_rank == my_group_rank) {
+      // The survivors that came first may have passed over this node (it was away for the
+      // window), or an earlier candidate began to serve after this node passed it: a second
+      // successor beside it would split the survivors. A full look: this one decides.
+      if (auto other = ServingAmong(order, {i}, basis.epoch, options_.probe_timeout)) {
+        return *other;
+      }
+      if (auto again = back(options_.probe_timeout)) return *again;
       if (auto served = site_.Serve(options_.port)) return ServeHere(*served, at, basis, seed);
       // The port is taken here: another agent of this machine may serve it; probe as any other.
     }
     if (auto found = AwaitCandidate(at, basis.epoch)) return *found;
+    // One of the others may have begun meanwhile (a candidate passed earlier): a glance, so
+    // that a survivor joins it a window later at most, not after the whole walk.
+    if (auto other = ServingAmong(order, {i, Index(order, my_group_rank)}, basis.epoch, glance)) {
+      return *other;
+    }
+    if (auto again = back(glance)) return *again;
   }
   throw RendezvousConnectionError(
       "the rendezvous store was lost and none of the " + std::to_string(order.size()) +
       " successor candidates of round " + std::to_string(basis.round.round) +
       " (its first members) served it within " + DurationText(options_.window, 1) +
       " each; the job cannot go on: restart it, or check the network between the nodes");
+}
+
+std::optional<StoreAt> StoreFailover::ServingAmong(const std::vector<RoundMember>& order,
+                                                   std::initializer_list<std::size_t> skip,
+                                                   int above, milliseconds probe_timeout) {
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (std::find(skip.begin(), skip.end(), i) != skip.end()) continue;
+    const HostPort at{order[i].node.addr, options_.port};
+    if (site_.Probe(at, probe_timeout) != Reach::kAnswered) continue;
+    if (auto found = TryStore(at, above)) return found;
+  }
+  return std::nullopt;
 }
 
 StoreAt StoreFailover::ServeHere(const HostPort& served, const HostPort& advertised,

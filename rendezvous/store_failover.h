@@ -6,8 +6,10 @@
 //     its keys), so at once; silent is retried for the window (the heartbeat timeout); a store
 //     without this job's state is gone too.
 //   Succeed: the survivors walk the lost round's first members in group-rank order (the lost
-//     store host left out): this node → serve and seed; another → join it if it serves this
-//     job's store of a newer epoch within the window, else the next one.
+//     store host left out): this node → serve and seed, unless another serves already (the
+//     first survivors passed over this node while it was away); another → join it if it serves
+//     this job's store of a newer epoch within the window, else a glance at the others (one
+//     passed earlier may serve now), then the next one.
 //   Locate: a node without a round tries the endpoint list (the first one as is, the others
 //     only when they carry a moved store of this job).
 //   FindMoved: a node that serves a fresh store at the first endpoint (Locate found no moved
@@ -16,6 +18,7 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,7 +110,12 @@ class StoreFailover {
   std::optional<StoreAt> Reconnect(const HostPort& at, int epoch, int round = -1);
   // The store that takes over from the lost one: served here (seeded by `seed`) or found at an
   // earlier candidate. Throws RendezvousConnectionError when no candidate serves one.
-  StoreAt Succeed(const FailoverBasis& basis, int my_group_rank, const Seed& seed);
+  // `lost`: the lost store's address; should it answer again with the basis round (this node
+  // was the one cut off, and nobody moved the store), it is returned (its epoch, the basis's).
+  StoreAt Succeed(const FailoverBasis& basis, int my_group_rank, const Seed& seed,
+                  const std::optional<HostPort>& lost = std::nullopt);
+  // Its rendezvous is closed (the job finished, or a side lost its quorum there).
+  bool Closed(const StoreAt& found);
   // For a node without a round: `serve_first` (this machine is the first endpoint's) looks for
   // a moved store at the others, then serves the first endpoint's port unless it is taken;
   // then the endpoints in order until `deadline`. Throws RendezvousConnectionError.
@@ -128,6 +136,17 @@ class StoreFailover {
   // that answered a probe is alive, and a slow link must not cut its connection short.
   std::chrono::milliseconds ConnectBudget(Clock::TimePoint deadline);
   std::optional<StoreAt> AwaitCandidate(const HostPort& at, int above);
+  // `found` holds this job's state, of epoch `epoch` or newer; of `epoch` itself, round `round`
+  // sealed there (unless round < 0).
+  bool Holds(const StoreAt& found, int epoch, int round);
+  // The store at `at` of epoch `epoch` itself, holding round `round` and not closed, after one
+  // probe.
+  std::optional<StoreAt> AnswersAgain(const HostPort& at, int epoch, int round,
+                                      std::chrono::milliseconds probe_timeout);
+  // The first candidate but those at `skip` that serves a moved store above epoch `above`.
+  std::optional<StoreAt> ServingAmong(const std::vector<RoundMember>& order,
+                                      std::initializer_list<std::size_t> skip, int above,
+                                      std::chrono::milliseconds probe_timeout);
   StoreAt ServeHere(const HostPort& served, const HostPort& advertised, const FailoverBasis& basis,
                     const Seed& seed);
   [[noreturn]] void ThrowCancelled() const;

@@ -3,6 +3,7 @@
 // Each schedule runs the real rendezvous code of N nodes over a simulated network and store on
 // the simulation's clock, and writes DIR/sim-S-I.json in the schema of tests/chaos/chaos.py's
 // history.json, which tests/sim/sim.py checks with tests/chaos/checker.py.
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -63,6 +64,31 @@ Args Parse(int argc, char** argv) {
   return args;
 }
 
+// --verbose: each log line starts with the simulated time and the node thread that wrote it.
+thread_local std::string t_thread_name;
+const Simulation* g_logging_simulation = nullptr;
+
+class SimulatedTimeFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg&, const std::tm&, spdlog::memory_buf_t& out) override {
+    const double seconds =
+        g_logging_simulation == nullptr
+            ? 0.0
+            : std::chrono::duration<double>(g_logging_simulation->Elapsed()).count();
+    const std::string text = fmt::format("{:8.3f} {}", seconds, t_thread_name);
+    out.append(text.data(), text.data() + text.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<SimulatedTimeFlag>();
+  }
+};
+
+void LogSimulatedTime() {
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<SimulatedTimeFlag>('*').set_pattern("[%*] [%l] %v");
+  spdlog::set_formatter(std::move(formatter));
+}
+
 nlohmann::json EpisodeJson(const Episode& episode) {
   return {{"kind", episode.kind},
           {"hosts", episode.hosts},
@@ -109,8 +135,15 @@ void Run::StartNode(int id) {
   nodes_.push_back(std::make_unique<Node>(*world_, id, incarnation));
   Node* node = nodes_.back().get();
   current_[id] = node;
-  threads_.push_back(simulation_->Spawn([node] { node->RunAgent(); }));
-  threads_.push_back(simulation_->Spawn([node] { node->RunWatch(); }));
+  const std::string name = NodeAddress(id) + "#" + std::to_string(incarnation);
+  threads_.push_back(simulation_->Spawn(name, [node, name] {
+    t_thread_name = name + " agent";
+    node->RunAgent();
+  }));
+  threads_.push_back(simulation_->Spawn(name + " watch", [node, name] {
+    t_thread_name = name + " watch";
+    node->RunWatch();
+  }));
 }
 
 void Run::Apply(const Action& action) {
@@ -165,6 +198,7 @@ int Run::Execute() {
                                      static_cast<std::uint64_t>(index_) * 7919ULL +
                                      static_cast<std::uint64_t>(args_.nodes) * 31ULL + 1;
   simulation_ = std::make_unique<Simulation>(interleaving, std::chrono::seconds(300));
+  g_logging_simulation = simulation_.get();
   network_ = std::make_unique<Network>(*simulation_, plan_.nodes);
   TrainingOptions training;
   training.target_steps = plan_.target_steps;
@@ -214,6 +248,7 @@ int Run::Execute() {
   threads_.clear();
   nodes_.clear();
   const std::uint64_t trace = simulation_->Trace();
+  g_logging_simulation = nullptr;
   simulation_.reset();
   const double real =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
@@ -316,6 +351,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(args.verbose ? spdlog::level::info : spdlog::level::off);
+  if (args.verbose) LogSimulatedTime();
   int failed = 0;
   for (int index = args.first; index < args.first + args.schedules; ++index) {
     Run run(args, index);

@@ -1,5 +1,7 @@
 #include "tests/sim/node.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -103,6 +105,7 @@ void Node::Emit(const std::string& event, nlohmann::json fields) {
     fields["round"] = info_->round;
     fields["group_rank"] = info_->group_rank;
   }
+  spdlog::info("event {}", fields.dump());  // --verbose
   std::lock_guard lock(world_.mutex);
   world_.records[record_].events.push_back(std::move(fields));
 }
