@@ -220,7 +220,11 @@ void DynamicRendezvous::AwaitEndOf(int round, const Ticket& mine, TimePoint dead
   try {
     // A hot spare waits here for as long as the round runs: it beats, so that a spare that
     // died meanwhile is dropped from the round it would fill (DeadWhileForming).
-    WaitBeating(RoundKey(round, "change"), mine, Left(deadline), /*sweep=*/false);
+    if (options_.give_up_alone && options_.alone_check_interval.count() > 0) {
+      WaitAlone(RoundKey(round, "change"), mine, Left(deadline), /*spare=*/true);
+    } else {
+      WaitBeating(RoundKey(round, "change"), mine, Left(deadline), /*sweep=*/false);
+    }
   } catch (const store::StoreTimeout&) {
     ThrowIfClosed();
     throw RendezvousTimeoutError("round " + std::to_string(round) + " is full (the maximum of " +
@@ -295,7 +299,7 @@ void DynamicRendezvous::WaitBeating(const std::string& key, const Ticket& ticket
 // alone_check_interval while this node is the only one: once another arrived, the round is a
 // real one and the wait goes on as any other.
 void DynamicRendezvous::WaitAlone(const std::string& key, const Ticket& ticket,
-                                  milliseconds timeout) {
+                                  milliseconds timeout, bool spare) {
   const milliseconds beat_every = options_.keep_alive_interval;
   const milliseconds check_every = options_.alone_check_interval;
   const auto deadline = clock().Now() + timeout;
@@ -314,11 +318,11 @@ void DynamicRendezvous::WaitAlone(const std::string& key, const Ticket& ticket,
     const TimePoint now = clock().Now();
     if (now >= next_beat) {
       store_->SetString(beat, std::to_string(WallClockMs(clock())));
-      if (ticket.round > 0) SweepSilentMembers(ticket.round);
+      if (ticket.round > 0 && !spare) SweepSilentMembers(ticket.round);
       next_beat = now + beat_every;
     }
     if (alone && now >= next_check) {
-      alone = SeqValue{store_->Add(RoundKey(ticket.round, "seq"), 0)}.Arrivals() <= 1;
+      alone = spare || SeqValue{store_->Add(RoundKey(ticket.round, "seq"), 0)}.Arrivals() <= 1;
       if (alone && options_.give_up_alone()) {
         throw JoinAbandonedError("node " + options_.node.host + " gave up waiting alone in round " +
                                  std::to_string(ticket.round));

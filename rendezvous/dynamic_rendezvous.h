@@ -174,8 +174,9 @@ struct DynamicRendezvousOptions {
   // Told one line when this node starts to wait for a running round to end (a hot spare).
   std::function<void(const std::string&)> on_waiting;
   // Asked every `alone_check_interval` (0: never) while this node waits for MIN as the only
-  // arrival of its round: true gives the join up (JoinAbandonedError). The handler of a node
-  // serving a fresh store asks whether the job's store moved meanwhile (StoreFailover::FindMoved).
+  // arrival of its round, or as a hot spare for a running round to end: true gives the join up
+  // (JoinAbandonedError). The handler of a node serving the store it waits at asks whether the
+  // job's store moved meanwhile (StoreFailover::FindMoved): the job may go on elsewhere.
   std::function<bool()> give_up_alone;
   std::chrono::milliseconds alone_check_interval{0};
   // Deadlines and the beats' wall-clock times (not owned; outlives the rendezvous). The store's
@@ -327,8 +328,10 @@ class DynamicRendezvous {
   void WaitBeating(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout,
                    bool sweep = true);
   // WaitBeating for MIN, asking give_up_alone every alone_check_interval while this node is the
-  // round's only arrival; throws JoinAbandonedError when it says so.
-  void WaitAlone(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout);
+  // round's only arrival (`spare`: all along, without sweeping: it waits for a running round to
+  // end); throws JoinAbandonedError when it says so.
+  void WaitAlone(const std::string& key, const Ticket& ticket, std::chrono::milliseconds timeout,
+                 bool spare = false);
   // (ticket, nproc) of the nodes of `round`'s `nodes` arrivals that died while it formed.
   std::vector<std::pair<int, int>> DeadWhileForming(int round, int nodes);
   void SignalWaiting(int round, const Ticket& mine);

@@ -219,6 +219,9 @@ int ElasticRendezvousHandler::ReportLost(const std::string& why) {
 
 void ElasticRendezvousHandler::UseStore(StoreAt at, bool relocate) {
   std::lock_guard lock(mutex_);
+  // Served here: a store this node began to serve, or the one it serves, reconnected to.
+  const bool serving =
+      at.serving || (options_.rendezvous.node.serves_store && at.address == store_at_);
   store_ = std::move(at.store);
   store_at_ = at.address;
   epoch_ = at.epoch;
@@ -230,12 +233,18 @@ void ElasticRendezvousHandler::UseStore(StoreAt at, bool relocate) {
       LearnSpareBasis();
     };
   }
-  if (relocate) {
+  // A node serving the store it waits at, alone or as a spare, looks out for the job at a moved
+  // store: the others may have moved it while this node was away (a restarted or cut-off store
+  // host), and nobody will come here to say so.
+  const bool look_out =
+      relocate || (serving && !options_.replicated_store && options_.endpoints.size() > 1 &&
+                   options_.failover.relocate_check.count() > 0);
+  if (look_out) {
     const std::chrono::milliseconds every = options_.failover.relocate_check;
     rendezvous.alone_check_interval = every;
-    rendezvous.give_up_alone = [this, every] {
+    rendezvous.give_up_alone = [this, every, above = at.epoch] {
       // Each probe at most half the interval: a silent endpoint delays no arrival much.
-      moved_ = failover_.FindMoved(options_.endpoints, std::max(every / 2, milliseconds{1}));
+      moved_ = failover_.FindMoved(options_.endpoints, above, std::max(every / 2, milliseconds{1}));
       return moved_.has_value();
     };
   }
@@ -273,8 +282,8 @@ bool ElasticRendezvousHandler::RejoinElsewhere(const RendezvousQuorumError& erro
   bool told = false;
   for (;;) {
     std::optional<StoreAt> moved =
-        failover_.FindMoved(options_.endpoints, options_.failover.probe_timeout);
-    if (moved && moved->epoch > epoch_) {
+        failover_.FindMoved(options_.endpoints, epoch_, options_.failover.probe_timeout);
+    if (moved) {
       if (RejoinsAsMember(*moved)) {
         spdlog::warn("{}; but the job goes on at {} (epoch {}), moved after round {}: rejoining it",
                      error.what(), moved->address.ToString(), moved->epoch, Current()->round);

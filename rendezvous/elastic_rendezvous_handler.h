@@ -83,8 +83,9 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   // Logs and records the loss of the store (and of its host, when a member); returns that
   // member's group rank, or -1.
   int ReportLost(const std::string& why);
-  // `relocate`: this node serves `at`, a fresh store at the first endpoint; while it waits
-  // alone there it looks for a moved store of the job (FindMoved) and joins that instead.
+  // `relocate`: this node serves `at`, a fresh store at the first endpoint. While a node waits
+  // alone or as a spare at a store it serves, it looks for a moved store of the job of a newer
+  // epoch (FindMoved) and joins that instead.
   void UseStore(StoreAt at, bool relocate = false);
   // A moved store appeared while this node waited alone at its own: stop serving, join it.
   void JoinMovedStore();

@@ -167,7 +167,7 @@ StoreAt StoreFailover::Locate(const std::vector<HostPort>& endpoints, bool serve
                               Clock::TimePoint deadline) {
   if (serve_first && !endpoints.empty()) {
     // The job moved while this node was away.
-    if (auto found = FindMoved(endpoints, options_.probe_timeout)) return *found;
+    if (auto found = FindMoved(endpoints, 0, options_.probe_timeout)) return *found;
     if (auto served = site_.Serve(endpoints[0].port.value_or(options_.port))) {
       return StoreAt{*served, site_.Connect(*served, options_.window), 0, true};
     }
@@ -189,12 +189,13 @@ StoreAt StoreFailover::Locate(const std::vector<HostPort>& endpoints, bool serve
                                   "check its address");
 }
 
-std::optional<StoreAt> StoreFailover::FindMoved(const std::vector<HostPort>& endpoints,
+std::optional<StoreAt> StoreFailover::FindMoved(const std::vector<HostPort>& endpoints, int above,
                                                 milliseconds probe_timeout) {
   const milliseconds timeout = std::min(probe_timeout, options_.probe_timeout);
   for (std::size_t i = 1; i < endpoints.size(); ++i) {
     if (site_.Probe(endpoints[i], timeout) != Reach::kAnswered) continue;
-    if (auto found = TryStore(endpoints[i], 0)) return found;
+    // A closed one is a side that stopped there (a lost quorum): the job is not there.
+    if (auto found = TryStore(endpoints[i], above); found && !Closed(*found)) return found;
   }
   return std::nullopt;
 }

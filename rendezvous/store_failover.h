@@ -121,9 +121,10 @@ class StoreFailover {
   // then the endpoints in order until `deadline`. Throws RendezvousConnectionError.
   StoreAt Locate(const std::vector<HostPort>& endpoints, bool serve_first,
                  Clock::TimePoint deadline);
-  // A moved store of this job (marker epoch 1 or more, ready) at the endpoints after the first,
-  // probed once each within `probe_timeout` (capped by the options'); nullopt when none.
-  std::optional<StoreAt> FindMoved(const std::vector<HostPort>& endpoints,
+  // A moved store of this job (marker epoch above `above`, ready, not closed) at the endpoints
+  // after the first, probed once each within `probe_timeout` (capped by the options'); nullopt
+  // when none.
+  std::optional<StoreAt> FindMoved(const std::vector<HostPort>& endpoints, int above,
                                    std::chrono::milliseconds probe_timeout);
 
  private:

@@ -715,12 +715,12 @@ TEST_CASE("FindMoved: one look at the endpoints after the first for a moved stor
     seeding->SetString(Keys().MovedStore(), "{\"epoch\":1,\"addr\":\"" + At("10.0.0.12") +
                                                 "\",\"basis\":4,\"ready\":false}");
     site.Put(At("10.0.0.12"), seeding);
-    CHECK_FALSE(failover.FindMoved(kEndpoints, milliseconds(500)));
+    CHECK_FALSE(failover.FindMoved(kEndpoints, 0, milliseconds(500)));
   }
   SECTION("the survivors' moved store, any epoch") {
     site.SetReach(At("10.0.0.11"), Reach::kRefused);
     site.Put(At("10.0.0.12"), JobStore(MovedStoreMarker{1, At("10.0.0.12"), 4}));
-    const auto found = failover.FindMoved(kEndpoints, milliseconds(500));
+    const auto found = failover.FindMoved(kEndpoints, 0, milliseconds(500));
     REQUIRE(found);
     CHECK(found->address.ToString() == At("10.0.0.12"));
     CHECK(found->epoch == 1);
@@ -729,7 +729,7 @@ TEST_CASE("FindMoved: one look at the endpoints after the first for a moved stor
   SECTION("a silent endpoint costs the given probe timeout, not the options' one") {
     site.SetReach(At("10.0.0.11"), Reach::kSilent);
     site.SetReach(At("10.0.0.12"), Reach::kRefused);
-    CHECK_FALSE(failover.FindMoved(kEndpoints, milliseconds(500)));
+    CHECK_FALSE(failover.FindMoved(kEndpoints, 0, milliseconds(500)));
     CHECK(site.Elapsed() == milliseconds(500));
   }
   CHECK(site.Probes(At("10.0.0.10")) == 0);

@@ -117,6 +117,76 @@ TEST_CASE("a restarted first-endpoint node joins a store moved after it started 
   CHECK_FALSE(record.node.serves_store);
 }
 
+// Found by ddprun-sim (seed 40, schedule 8, 64 nodes: the store host, then a hot spare behind a
+// full round at its own store, was cut off for 7 s): the others moved the store and trained;
+// nobody came back to tell it, and it waited out its join timeout. A node serving the store it
+// waits at as a spare looks for a moved store as it does alone in its first round.
+TEST_CASE("the store host waiting as a hot spare at its own store joins the moved store",
+          "[rendezvous][relocate]") {
+  Simulation simulation;
+  SimSite site(simulation);
+  FakeWorkerStore workers;
+  auto full = [&](int id) {  // MAX 2
+    DynamicRendezvousOptions options = NodeOptions(simulation, id);
+    options.max_nodes = 2;
+    return options;
+  };
+  ElasticHandlerOptions options = HostZero(simulation, kCheck);
+  options.rendezvous.max_nodes = 2;
+  ElasticRendezvousHandler handler(options, site, workers);
+  auto first = simulation.Spawn([&] { return handler.NextRendezvous(); });
+  ddprun::Cancellation never;
+  simulation.Pause(milliseconds(500), never);
+  auto own = site.StoreOf(At("127.0.0.1"));
+  REQUIRE(own != nullptr);
+  auto host1 = simulation.Spawn([&] { return DynamicRendezvous(full(1), own).Join(std::nullopt); });
+  const RendezvousInfo round0 = simulation.Ready(first, seconds(10));
+  const FormedRound one = simulation.Ready(host1, seconds(1));
+  REQUIRE(round0.group_world_size == 2);
+
+  // Host 1 leaves; hosts 2 and 3 fill round 1 before host 0 comes back to it: host 0 waits
+  // behind round 1 as a spare, at its own store.
+  DynamicRendezvous(full(1), own)
+      .DeclareGone(0, one.group_rank,
+                   {RoundChange::Kind::kNodeLeaving, one.group_rank, "host1", ""});
+  std::vector<std::future<FormedRound>> fillers;
+  for (int id : {2, 3}) {
+    fillers.push_back(simulation.Spawn([&, id] {
+      DynamicRendezvous node(full(id), own);
+      const FormedRound formed = node.Join(std::nullopt);
+      if (formed.group_rank == 0)
+        own->SetString(kKeys.Round(formed.round, "master"), "10.0.0.12:1");
+      return formed;
+    }));
+  }
+  for (auto& filler : fillers) REQUIRE(simulation.Ready(filler, seconds(10)).round == 1);
+  auto again = simulation.Spawn([&] { return handler.NextRendezvous(); });
+  simulation.Pause(milliseconds(2'000), never);
+  CHECK(SeqValue{own->Add(kKeys.Round(2, "seq"), 0)}.Arrivals() == 1);  // host 0, a spare
+
+  // Hosts 2 and 3 moved the job to host 1's machine (epoch 1) while host 0 was cut off.
+  const auto moved_at = simulation.Now();
+  auto moved = MovedStore(simulation);
+  site.Put(At("10.0.0.11"), moved);
+  auto survivor = SurvivorIn(simulation, moved);
+  const bool formed = simulation.Finishes(again, seconds(30));
+  CHECK(formed);
+  if (!formed) {
+    handler.Shutdown();
+    simulation.Finishes(again, seconds(120));
+    moved->Interrupt();
+    simulation.Finishes(survivor, seconds(120));
+    return;
+  }
+  const RendezvousInfo info = again.get();
+  CHECK(simulation.Ready(survivor, seconds(1)).group_world_size == 2);
+  CHECK(handler.StoreAddress().ToString() == At("10.0.0.11"));
+  CHECK(info.group_world_size == 2);
+  REQUIRE(site.stopped_at);
+  CHECK(*site.stopped_at - moved_at <= kCheck);  // within one look-out interval
+  CHECK(site.stops == 1);
+}
+
 // Found by the chaos harness (seed s2, schedule 17: the store host's agent paused 8 s): the
 // other two moved the store and trained; the store host woke, came back to its own store as a
 // member, lost its quorum there (1 of 3) and ended, although the job went on without it.
