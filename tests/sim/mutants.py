@@ -18,10 +18,13 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "chaos"))
 import checker  # noqa: E402
+import sim  # noqa: E402
 
 # (nodes, seed, first schedule, schedules): the schedules of the sim.* ctest entries that catch
-# the mutants (each passes without them; see CMakeLists.txt).
-CI_SET = [(64, 1, 0, 20), (64, 3, 0, 5)]
+# the mutants (each passes without them; see CMakeLists.txt), and the regression schedules.
+CI_SET = [(64, 1, 0, 20), (64, 3, 0, 5)] + [
+    (nodes, int(seed), schedule, 1)
+    for nodes, seed, schedule, _ in sim.regression_cases(os.path.join(HERE, "regressions.txt"))]
 # Mutants the CI set does not catch yet, and why (docs/reliability.md, "Simulation").
 SURVIVORS = {
     "restart_count_from_counter":

@@ -4,6 +4,7 @@
 
     sim.py --binary BUILD/tests/sim/ddprun-sim --nodes N --seed S [--first I] [--schedules K]
            [--out DIR]
+    sim.py --binary BUILD/tests/sim/ddprun-sim --regressions tests/sim/regressions.txt
 
 Each violation is printed with its replay command (make sim SEED=S NODES=N FIRST=I
 SCHEDULES=1). Exit: 0 (no violation), 1 (violations, or a run that did not finish), 2 (usage).
@@ -31,7 +32,10 @@ def main():
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--schedules", type=int, default=20)
     parser.add_argument("--out", help="keep the histories here (default: a temp dir)")
+    parser.add_argument("--regressions", help="run the (nodes, seed, schedule) lines of this file")
     args = parser.parse_args()
+    if args.regressions:
+        return run_regressions(args)
 
     out = args.out or tempfile.mkdtemp(prefix="ddprun-sim-")
     started = time.monotonic()
@@ -45,6 +49,39 @@ def main():
     print("sim: %d schedules of %d nodes, seed %s: %d violations (%.1f s real)" % (
         args.schedules * len(seeds), args.nodes, args.seed, violations,
         time.monotonic() - started))
+    if violations or failed_runs:
+        print("sim: histories kept in %s" % out)
+        return 1
+    if not args.out:
+        shutil.rmtree(out, ignore_errors=True)
+    return 0
+
+
+def regression_cases(path):
+    """(nodes, seed, schedule, what) per line of `path` (# comments)."""
+    cases = []
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                nodes, seed, schedule, what = (line.split(None, 3) + [""])[:4]
+                cases.append((int(nodes), seed, int(schedule), what))
+    return cases
+
+
+def run_regressions(args):
+    """Each regression schedule, one run each; exit 1 when any breaks an invariant again."""
+    started, violations, failed_runs = time.monotonic(), 0, 0
+    out = args.out or tempfile.mkdtemp(prefix="ddprun-sim-")
+    for nodes, seed, schedule, what in regression_cases(args.regressions):
+        print("sim: regression %d nodes seed %s schedule %d: %s" % (nodes, seed, schedule, what))
+        run = subprocess.run([args.binary, "--nodes", str(nodes), "--seed", seed, "--first",
+                              str(schedule), "--schedules", "1", "--history", out])
+        failed_runs += run.returncode != 0
+        args.nodes, args.first, args.schedules = nodes, schedule, 1
+        violations += check_seed(args, seed, out)
+    print("sim: regressions: %d violations (%.1f s real)" % (violations,
+                                                             time.monotonic() - started))
     if violations or failed_runs:
         print("sim: histories kept in %s" % out)
         return 1
