@@ -90,11 +90,16 @@ void LogSimulatedTime() {
 }
 
 nlohmann::json EpisodeJson(const Episode& episode) {
-  return {{"kind", episode.kind},
-          {"hosts", episode.hosts},
-          {"hold", episode.heal - episode.inject},
-          {"lead", 0.0},
-          {"returns", episode.returns}};
+  nlohmann::json json{{"kind", episode.kind},
+                      {"hosts", episode.hosts},
+                      {"hold", episode.heal - episode.inject},
+                      {"lead", 0.0},
+                      {"returns", episode.returns}};
+  if (episode.kind == "delay") {
+    json["ms"] = episode.ms;
+    json["jitter"] = 0;
+  }
+  return json;
 }
 
 class Run {
@@ -171,6 +176,10 @@ void Run::Apply(const Action& action) {
       return;
     case Action::Kind::kFailWorker:
       for (int id : action.nodes) training_->FailWorker(id);
+      return;
+    case Action::Kind::kDelay:
+      for (int id : action.nodes)
+        network_->SetDelay(id, std::chrono::milliseconds(action.delay_ms));
       return;
   }
 }

@@ -103,6 +103,26 @@ double Episode1(Plan& plan, Rng& rng, double at, int running) {
   return at + hold;
 }
 
+// A slow network from `at` (its own stream `rng`): one node, the store host, or a tenth of
+// them, each call late by `ms` each way for 5-15 s. Returns its heal time.
+double SlowNetwork(Plan& plan, Rng& rng, double at, int running) {
+  static const int kMs[] = {20, 50, 150};
+  const int index = static_cast<int>(plan.episodes.size());
+  Episode episode{"delay", {}, at, at, false, kMs[rng.Below(3)]};
+  const int shape = rng.Below(3);
+  if (shape == 0) episode.hosts = Pick(rng, 1, 1, running, {});
+  if (shape == 1) episode.hosts = {0};
+  if (shape == 2) episode.hosts = Pick(rng, std::max(1, running / 10), 0, running, {});
+  const double hold = rng.Round1(5.0, 15.0);
+  Action slow{at, Action::Kind::kDelay, episode.hosts, false, false, index, episode.ms};
+  Action back{at + hold, Action::Kind::kDelay, episode.hosts, false, false, index, 0};
+  plan.actions.push_back(slow);
+  plan.actions.push_back(back);
+  episode.heal = at + hold;
+  plan.episodes.push_back(episode);
+  return episode.heal;
+}
+
 }  // namespace
 
 Plan MakePlan(int nodes, std::uint64_t seed, int index) {
@@ -137,6 +157,10 @@ Plan MakePlan(int nodes, std::uint64_t seed, int index) {
     }
     at = heal + 30.0 + rng.Round1(0.0, 10.0);
   }
+  Rng slow(seed * 2'000'029ULL + static_cast<std::uint64_t>(index) * 104'729ULL + 0x51ed);
+  if (index != 0 && slow.Chance(0.35)) {
+    at = SlowNetwork(plan, slow, at, plan.max_nodes) + 20.0 + slow.Round1(0.0, 5.0);
+  }
   if (!spare_ids.empty() && index != 0)
     Add(plan, rng.Round1(5.0, 20.0), Action::Kind::kStart, spare_ids);
   plan.target_steps = static_cast<int>(at) + 10;
@@ -150,8 +174,9 @@ std::string Plan::Describe() const {
                      std::to_string(max_nodes) + "), " + std::to_string(target_steps) + " steps";
   for (const Episode& e : episodes) {
     char line[160];
-    std::snprintf(line, sizeof line, "; %s of %zu node(s) from %d%s at %.1f s for %.1f s",
-                  e.kind.c_str(), e.hosts.size(), e.hosts.empty() ? -1 : e.hosts.front(),
+    std::snprintf(line, sizeof line, "; %s%s of %zu node(s) from %d%s at %.1f s for %.1f s",
+                  e.kind.c_str(), e.ms > 0 ? (" " + std::to_string(e.ms) + " ms").c_str() : "",
+                  e.hosts.size(), e.hosts.empty() ? -1 : e.hosts.front(),
                   e.returns ? " (they return)" : "", e.inject, e.heal - e.inject);
     text += line;
   }

@@ -5,7 +5,9 @@
 // (past the heartbeat timeout, or a blip), partition (a minority, the store host's side),
 // oneway-in / oneway-out, kill-worker (spends a restart). Spares start while a round seals, and
 // part of the MAX nodes start late (a scale-up to MAX). Index 0 of every seed is the clean
-// schedule: no fault.
+// schedule: no fault. About a third of the others end with a slow network (delay: every call
+// of some nodes late by 20-150 ms each way), drawn from a stream of its own so that adding it
+// left every earlier episode of every schedule as it was.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,13 +16,14 @@
 namespace ddprun::sim {
 
 struct Action {
-  enum class Kind { kStart, kKill, kPause, kResume, kCut, kHeal, kFailWorker };
+  enum class Kind { kStart, kKill, kPause, kResume, kCut, kHeal, kFailWorker, kDelay };
   double at = 0;  // simulated seconds
   Kind kind = Kind::kStart;
   std::vector<int> nodes;
   bool in = false;  // kCut: which way packets are dropped, seen from `nodes`
   bool out = false;
-  int fault = -1;  // the episode it injects or heals (-1: none)
+  int fault = -1;    // the episode it injects or heals (-1: none)
+  int delay_ms = 0;  // kDelay: each call's latency each way (0: none again)
 };
 
 // One fault episode, as the chaos history records it (its times filled in by the run).
@@ -30,6 +33,7 @@ struct Episode {
   double inject = 0;
   double heal = 0;
   bool returns = false;  // kill-agent: the machines come back at the heal
+  int ms = 0;            // delay: the latency
 };
 
 struct Plan {
