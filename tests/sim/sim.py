@@ -37,18 +37,25 @@ def main():
     if args.regressions:
         return run_regressions(args)
 
+    runs = [(args.nodes, seed, args.first, args.schedules) for seed in seed_list(args.seed)]
+    return run_all(args, runs, "%d schedules of %d nodes, seed %s" % (
+        args.schedules * len(runs), args.nodes, args.seed))
+
+
+def run_all(args, runs, title):
+    """Runs each (nodes, seed, first, schedules) and checks its histories; 1 on any violation or
+    failed run (the histories are then kept), else 0."""
     out = args.out or tempfile.mkdtemp(prefix="ddprun-sim-")
     started = time.monotonic()
-    violations, failed_runs, seeds = 0, 0, seed_list(args.seed)
-    for seed in seeds:
-        run = subprocess.run([args.binary, "--nodes", str(args.nodes), "--seed", seed,
-                              "--first", str(args.first), "--schedules", str(args.schedules),
-                              "--history", out])
+    violations, failed_runs = 0, 0
+    for nodes, seed, first, schedules in runs:
+        run = subprocess.run([args.binary, "--nodes", str(nodes), "--seed", seed, "--first",
+                              str(first), "--schedules", str(schedules), "--history", out])
         failed_runs += run.returncode != 0
+        args.nodes, args.first, args.schedules = nodes, first, schedules
         violations += check_seed(args, seed, out)
-    print("sim: %d schedules of %d nodes, seed %s: %d violations (%.1f s real)" % (
-        args.schedules * len(seeds), args.nodes, args.seed, violations,
-        time.monotonic() - started))
+    print("sim: %s: %d violations (%.1f s real)" % (title, violations,
+                                                    time.monotonic() - started))
     if violations or failed_runs:
         print("sim: histories kept in %s" % out)
         return 1
@@ -70,24 +77,12 @@ def regression_cases(path):
 
 
 def run_regressions(args):
-    """Each regression schedule, one run each; exit 1 when any breaks an invariant again."""
-    started, violations, failed_runs = time.monotonic(), 0, 0
-    out = args.out or tempfile.mkdtemp(prefix="ddprun-sim-")
-    for nodes, seed, schedule, what in regression_cases(args.regressions):
+    """Each regression schedule, one run each."""
+    cases = regression_cases(args.regressions)
+    for nodes, seed, schedule, what in cases:
         print("sim: regression %d nodes seed %s schedule %d: %s" % (nodes, seed, schedule, what))
-        run = subprocess.run([args.binary, "--nodes", str(nodes), "--seed", seed, "--first",
-                              str(schedule), "--schedules", "1", "--history", out])
-        failed_runs += run.returncode != 0
-        args.nodes, args.first, args.schedules = nodes, schedule, 1
-        violations += check_seed(args, seed, out)
-    print("sim: regressions: %d violations (%.1f s real)" % (violations,
-                                                             time.monotonic() - started))
-    if violations or failed_runs:
-        print("sim: histories kept in %s" % out)
-        return 1
-    if not args.out:
-        shutil.rmtree(out, ignore_errors=True)
-    return 0
+    return run_all(args, [(nodes, seed, schedule, 1) for nodes, seed, schedule, _ in cases],
+                   "%d regression schedules" % len(cases))
 
 
 def seed_list(text):
