@@ -242,9 +242,12 @@ void ElasticRendezvousHandler::UseStore(StoreAt at, bool relocate) {
   if (look_out) {
     const std::chrono::milliseconds every = options_.failover.relocate_check;
     rendezvous.alone_check_interval = every;
-    rendezvous.give_up_alone = [this, every, above = at.epoch] {
-      // Each probe at most half the interval: a silent endpoint delays no arrival much.
-      moved_ = failover_.FindMoved(options_.endpoints, above, std::max(every / 2, milliseconds{1}));
+    // All the probes of one look within half the interval: silent endpoints (a partition) delay
+    // this node's beats and sweeps little, however long the endpoint list.
+    const auto others = static_cast<int>(options_.endpoints.size()) - 1;
+    const milliseconds probe = std::max(every / 2 / std::max(others, 1), milliseconds{1});
+    rendezvous.give_up_alone = [this, probe, above = at.epoch] {
+      moved_ = failover_.FindMoved(options_.endpoints, above, probe);
       return moved_.has_value();
     };
   }
