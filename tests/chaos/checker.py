@@ -411,7 +411,8 @@ def exits(history):
         # Loss on every host beside a cut can stall the majority's links past the heartbeat
         # timeout too: then no side has a quorum and every agent ends with "lost quorum" (a
         # documented end, docs/reliability.md).
-        fault = _fault_on(history, host, t, CUTS + ("pause", "kill-agent", "loss"), EXIT_SLACK)
+        fault = _fault_on(history, host, t, CUTS + ("pause", "kill-agent", "loss", "leave"),
+                          EXIT_SLACK)
         if fault is None and history.get("harness_error") is None:
             found.append(Violation("exit", "%s exited %s with no fault on its host: %s" % (
                 where, rc, agent["errors"][-1:] or agent["stderr_tail"][-1:]), history, t))

@@ -177,6 +177,11 @@ void Run::Apply(const Action& action) {
     case Action::Kind::kFailWorker:
       for (int id : action.nodes) training_->FailWorker(id);
       return;
+    case Action::Kind::kLeave:
+      for (int id : action.nodes) {
+        if (current_[id] != nullptr) current_[id]->Leave();
+      }
+      return;
     case Action::Kind::kDelay:
       for (int id : action.nodes)
         network_->SetDelay(id, std::chrono::milliseconds(action.delay_ms));
@@ -305,6 +310,9 @@ nlohmann::json Run::History(const std::string& error) {
       if (record.start <= episode.heal + 1e-3 && (!record.exit || *record.exit > episode.heal)) {
         live.insert(record.host);
       }
+    }
+    if (episode.kind == "leave") {  // gone for good, though it exits a moment after
+      for (int host : episode.hosts) live.erase(host);
     }
     const int full = std::min<int>(plan_.max_nodes, static_cast<int>(live.size())) * 2;
     double recovered = training_->FirstFullSize(episode.heal, full);

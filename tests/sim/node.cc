@@ -224,9 +224,21 @@ Node::RoundEnd Node::RunRound(const rendezvous::RendezvousInfo& info, int handle
   (void)info;
   for (;;) {
     const WorkersState state = world_.training.Await(handle, [this] {
-      return NoticePendingLocked() || !world_.network.AliveLocked(id_, incarnation_);
+      return NoticePendingLocked() || Leaving() || !world_.network.AliveLocked(id_, incarnation_);
     });
     world_.network.Enter(id_, incarnation_);  // paused: the agent acts once it runs again
+    if (Leaving()) {  // Agent::HandleSignal(SIGTERM): declared gone first, then stopped
+      Emit("leaving");
+      try {
+        handler_->AnnounceRoundEnd({rendezvous::RoundEnd::Kind::kLeaving,
+                                    "node " + NodeAddress(id_) + " leaves (SIGTERM)"});
+      } catch (const std::exception& error) {
+        Emit("publish_failed", {{"error", error.what()}});
+      }
+      world_.training.Stop(handle);
+      Exit(143, "received SIGTERM: this node left the job");
+      return RoundEnd::kExit;
+    }
     if (state == WorkersState::kRunning) {
       if (auto notice = TakeNotice()) {
         const RoundEnd end = OnNotice(*notice, handle);
@@ -432,6 +444,19 @@ void Node::Post(std::uint64_t generation, ChangeNotice notice) {
     notices_.push_back({generation, std::move(notice)});
   }
   simulation_.Changed();
+}
+
+void Node::Leave() {
+  {
+    std::lock_guard lock(mutex_);
+    leaving_ = true;
+  }
+  simulation_.Changed();
+}
+
+bool Node::Leaving() {
+  std::lock_guard lock(mutex_);
+  return leaving_;
 }
 
 bool Node::NoticePendingLocked() {

@@ -85,6 +85,9 @@ class Node {
   void RunWatch();  // the watch thread's body
   // The driver: the machine is gone (the network's Kill is already done).
   void Kill();
+  // The driver: SIGTERM; the agent declares the node gone, stops its workers and exits 143
+  // (Agent::HandleSignal). Seen once the agent waits on its round (not within a join).
+  void Leave();
   bool Finished();  // the agent thread ended
   bool FinishedLocked();
   int id() const { return id_; }
@@ -121,6 +124,7 @@ class Node {
   void Post(std::uint64_t generation, rendezvous::ChangeNotice notice);
   std::optional<rendezvous::ChangeNotice> TakeNotice();
   bool NoticePendingLocked();
+  bool Leaving();
   // The watch's pause of one tick: false when stopped.
   bool Tick(std::uint64_t generation, std::chrono::milliseconds tick);
 
@@ -141,6 +145,7 @@ class Node {
   std::mutex mutex_;  // what follows, between the agent, the watch and the driver
   bool finished_ = false;
   bool killed_ = false;
+  bool leaving_ = false;
   WatchRequest watch_;
   std::shared_ptr<store::Store> watch_store_;
   std::deque<Notice> notices_;

@@ -123,6 +123,17 @@ double SlowNetwork(Plan& plan, Rng& rng, double at, int running) {
   return episode.heal;
 }
 
+// A graceful leave at `at` (its own stream `rng`): one node, or a tenth of them, not the store
+// host, leave as on SIGTERM. Returns its "heal": one second later.
+double GracefulLeave(Plan& plan, Rng& rng, double at, int running) {
+  const int index = static_cast<int>(plan.episodes.size());
+  Episode episode{"leave", {}, at, at + 1.0, false, 0};
+  episode.hosts = Pick(rng, rng.Chance(0.7) ? 1 : std::max(1, running / 10), 1, running, {});
+  plan.actions.push_back({at, Action::Kind::kLeave, episode.hosts, false, false, index, 0});
+  plan.episodes.push_back(episode);
+  return episode.heal;
+}
+
 }  // namespace
 
 Plan MakePlan(int nodes, std::uint64_t seed, int index) {
@@ -160,6 +171,10 @@ Plan MakePlan(int nodes, std::uint64_t seed, int index) {
   Rng slow(seed * 2'000'029ULL + static_cast<std::uint64_t>(index) * 104'729ULL + 0x51ed);
   if (index != 0 && slow.Chance(0.35)) {
     at = SlowNetwork(plan, slow, at, plan.max_nodes) + 20.0 + slow.Round1(0.0, 5.0);
+  }
+  Rng leave(seed * 3'000'017ULL + static_cast<std::uint64_t>(index) * 7'927ULL + 0x1ea5);
+  if (index != 0 && leave.Chance(0.3)) {
+    at = GracefulLeave(plan, leave, at, plan.max_nodes) + 30.0 + leave.Round1(0.0, 5.0);
   }
   if (!spare_ids.empty() && index != 0)
     Add(plan, rng.Round1(5.0, 20.0), Action::Kind::kStart, spare_ids);

@@ -6,8 +6,10 @@
 // oneway-in / oneway-out, kill-worker (spends a restart). Spares start while a round seals, and
 // part of the MAX nodes start late (a scale-up to MAX). Index 0 of every seed is the clean
 // schedule: no fault. About a third of the others end with a slow network (delay: every call
-// of some nodes late by 20-150 ms each way), drawn from a stream of its own so that adding it
-// left every earlier episode of every schedule as it was.
+// of some nodes late by 20-150 ms each way), and about a third with a graceful leave (SIGTERM:
+// one node or a tenth of them declare themselves gone and exit), each drawn from a stream of
+// its own and placed after the others, so that adding them left every earlier episode of every
+// schedule as it was.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,7 +18,7 @@
 namespace ddprun::sim {
 
 struct Action {
-  enum class Kind { kStart, kKill, kPause, kResume, kCut, kHeal, kFailWorker, kDelay };
+  enum class Kind { kStart, kKill, kPause, kResume, kCut, kHeal, kFailWorker, kDelay, kLeave };
   double at = 0;  // simulated seconds
   Kind kind = Kind::kStart;
   std::vector<int> nodes;
