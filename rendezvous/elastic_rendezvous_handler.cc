@@ -275,13 +275,18 @@ bool ElasticRendezvousHandler::MoveAfterLostQuorum(const RendezvousQuorumError& 
 }
 
 // This side lost its quorum. If the job goes on at a moved store of a newer epoch (the majority
-// moved it while this node was paused or cut off, or moves it now: its members may learn that
-// they were counted out only after a request that waited out read_timeout, then move it within
-// two heartbeat timeouts), this node joins it as a new member instead of ending: its own round
-// is over, the others' is not.
+// moved it while this node was paused or cut off, or moves it now), this node joins it instead
+// of ending: its own round is over, the others' is not.
 bool ElasticRendezvousHandler::RejoinElsewhere(const RendezvousQuorumError& error) {
   if (options_.replicated_store || options_.endpoints.size() < 2) return false;
-  const auto deadline = site_.clock().Now() + options_.read_timeout + 2 * options_.failover.window;
+  // The closed store's own side waits (its host, the members it counted, its spares): the
+  // others may learn they were counted out only after a request that waited out read_timeout,
+  // then move the store within two heartbeat timeouts. A node whose own moved store lost its
+  // quorum looks once: the job is not on its side.
+  const auto patience = epoch_ == formed_epoch_
+                            ? options_.read_timeout + 2 * options_.failover.window
+                            : milliseconds{0};
+  const auto deadline = site_.clock().Now() + patience;
   bool told = false;
   for (;;) {
     std::optional<StoreAt> moved =

@@ -46,7 +46,10 @@ FAILOVER_SLACK = 3.0
 STEPS_A = 70  # scenario a trains in four groups (6, 4, 6, then 8 workers)
 NNODES_A = "2:4"  # room for the restarted original store host
 KILL_AT = 2 * CKPT_EVERY + 2  # mid-interval: the survivors redo the steps after 10
-LOSER_TIMEOUT = 60  # partition -> the losing side's agent exits ("a few heartbeat timeouts")
+# Partition -> the losing side's agent exits: the sweep and the quorum (a few heartbeat timeouts),
+# then, on the store's side, the wait for the job at a moved store (read_timeout, torchrun's 60 s
+# default, + 2 heartbeat timeouts: docs/elastic.md, "A side that stops does not end the job").
+LOSER_TIMEOUT = 60 + 2 * HEARTBEAT_TIMEOUT + 30
 
 
 @unittest.skipUnless(lib.can_create_netns(), "needs root and `ip netns`")
