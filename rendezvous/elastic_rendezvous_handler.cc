@@ -311,7 +311,9 @@ bool ElasticRendezvousHandler::RejoinElsewhere(const RendezvousQuorumError& erro
     }
     if (site_.clock().Now() >= deadline) return false;
     if (!std::exchange(told, true)) {
-      spdlog::warn("{}; looking for the job at a moved store until {} from now", error.what(),
+      // Not the reason itself: the error line that ends the node, if none is found, says it.
+      spdlog::warn("this side of the job stopped; looking for the job at a moved store for {} "
+                   "before this node ends",
                    DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(
                        deadline - site_.clock().Now())));
     }
