@@ -39,6 +39,10 @@ STOP_GRACE = 5.0       # the agent can act -> its stale workers gone (SIGTERM, r
 SELF_DETECT = 4.0      # x heartbeat timeout: a cut-off agent finds its own loss within this
 QUORUM_SETTLE = 1.0    # x heartbeat timeout after a cut before the minority must have stopped
 EXIT_SLACK = 10.0      # an agent's exit counts as the fault's until this long after the heal
+# An agent of the store's side that lost its quorum looks for the job at a moved store for
+# read_timeout (the config's, else torchrun's 60 s) + 2 heartbeat timeouts before it exits
+# (docs/elastic.md, "A side that stops does not end the job").
+READ_TIMEOUT = 60.0
 SLOW_SETTLE = 1.0      # x heartbeat timeout after the heal of a delay or etcd pause: still free
 CUTS = ("partition", "oneway-in", "oneway-out")
 CLOSED_LINE = "' is closed: "  # the job has finished, or a lost quorum closed it
@@ -411,8 +415,13 @@ def exits(history):
         # Loss on every host beside a cut can stall the majority's links past the heartbeat
         # timeout too: then no side has a quorum and every agent ends with "lost quorum" (a
         # documented end, docs/reliability.md).
+        slack = EXIT_SLACK
+        if agent["errors"] and "lost quorum" in agent["errors"][-1]:
+            config = history.get("config", {})
+            slack += config.get("read_timeout", READ_TIMEOUT) + \
+                2 * config.get("heartbeat_timeout", 3.0)
         fault = _fault_on(history, host, t, CUTS + ("pause", "kill-agent", "loss", "leave"),
-                          EXIT_SLACK)
+                          slack)
         if fault is None and history.get("harness_error") is None:
             found.append(Violation("exit", "%s exited %s with no fault on its host: %s" % (
                 where, rc, agent["errors"][-1:] or agent["stderr_tail"][-1:]), history, t))

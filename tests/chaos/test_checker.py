@@ -156,6 +156,19 @@ class CheckerTest(unittest.TestCase):
         h["agents"][0]["exit"] = T0 + 20
         self.assertOnly(h, "exit", "with no fault on its host")
 
+    def test_a_lost_quorum_exit_counts_as_the_fault_while_the_side_looks_for_the_job(self):
+        # The store's side looks for a moved store for read_timeout + 2 heartbeat timeouts.
+        h = clean()
+        h["faults"] = [{"kind": "partition", "hosts": [0], "hold": 8.0, "inject": T0 + 1.5,
+                        "heal": T0 + 9.5, "recovered": T0 + 12.0}]
+        line = "ddprun: error: lost quorum: only 1 of the 3 nodes of round 0 came back"
+        h["config"]["read_timeout"] = 10.0
+        h["agents"][0].update(rc=1, exit=T0 + 9.5 + 10.0 + 10.0 + 5.0, errors=[line])
+        self.assertEqual([v for v in checker.check(h) if v.invariant == "exit"], [])
+        h["agents"][0]["exit"] = T0 + 9.5 + 10.0 + 10.0 + 6.0 + 1.0
+        self.assertIn("with no fault on its host",
+                      " ".join(v.message for v in checker.check(h) if v.invariant == "exit"))
+
     def test_exit_without_an_error_line_or_with_a_traceback(self):
         h = clean()
         h["agents"][2]["rc"], h["agents"][2]["exit"] = 1, T0 + 7.0

@@ -346,6 +346,7 @@ nlohmann::json Run::History(const std::string& error) {
            {{"hosts", plan_.nodes},
             {"nproc", 2},
             {"heartbeat_timeout", world_->job.Heartbeat().count() / 1000.0},
+            {"read_timeout", world_->job.read_timeout.count() / 1000.0},
             {"ckpt_every", 5},
             {"max_restarts", world_->job.max_restarts},
             {"min_nodes", plan_.min_nodes},
