@@ -312,10 +312,11 @@ bool ElasticRendezvousHandler::RejoinElsewhere(const RendezvousQuorumError& erro
     if (site_.clock().Now() >= deadline) return false;
     if (!std::exchange(told, true)) {
       // Not the reason itself: the error line that ends the node, if none is found, says it.
-      spdlog::warn("this side of the job stopped; looking for the job at a moved store for {} "
-                   "before this node ends",
-                   DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(
-                       deadline - site_.clock().Now())));
+      spdlog::warn(
+          "this side of the job stopped; looking for the job at a moved store for {} "
+          "before this node ends",
+          DurationText(std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                             site_.clock().Now())));
     }
     if (!site_.Pause(std::max(options_.rendezvous.keep_alive_interval, options_.failover.retry))) {
       ThrowClosed();
