@@ -283,9 +283,9 @@ bool ElasticRendezvousHandler::RejoinElsewhere(const RendezvousQuorumError& erro
   // others may learn they were counted out only after a request that waited out read_timeout,
   // then move the store within two heartbeat timeouts. A node whose own moved store lost its
   // quorum looks once: the job is not on its side.
-  const auto patience = epoch_ == formed_epoch_
-                            ? options_.read_timeout + 2 * options_.failover.window
-                            : milliseconds{0};
+  const bool moved_since_formed = Current() && epoch_ != formed_epoch_;
+  const auto patience =
+      moved_since_formed ? milliseconds{0} : options_.read_timeout + 2 * options_.failover.window;
   const auto deadline = site_.clock().Now() + patience;
   bool told = false;
   for (;;) {
