@@ -44,7 +44,6 @@ RendezvousInfo ElasticRendezvousHandler::NextRendezvous() {
         std::lock_guard lock(mutex_);
         current_ = formed;
       }
-      formed_epoch_ = epoch_;
       if (outage_since_) spdlog::info("the rendezvous store answers again");
       outage_since_.reset();
       if (auto info = Publish(formed)) return std::move(*info);
@@ -169,14 +168,9 @@ void ElasticRendezvousHandler::MoveStore(const FormedRound& current, const std::
   } catch (const RendezvousConnectionError& error) {
     // No candidate took over: this node may have been the one cut off (its incoming traffic),
     // and the store never moved. It answers now: rejoin it.
-    auto again = failover_.Reconnect(store_at_, epoch_, current.round);
-    if (!again || failover_.Closed(*again)) throw;
-    spdlog::warn(
-        "{}; but the store at {} answers again (this node was the one cut off): "
-        "rejoining it",
-        error.what(), lost_at);
-    UseStore(std::move(*again));
-    return;
+    found = failover_.Reconnect(store_at_, epoch_, current.round);
+    if (!found || failover_.Closed(*found)) throw;
+    spdlog::warn("{}", error.what());
   }
   if (found->epoch == epoch_ && found->address == store_at_) {
     spdlog::warn("the store at {} answers again (this node was the one cut off): rejoining it",
@@ -263,8 +257,8 @@ void ElasticRendezvousHandler::UseStore(StoreAt at, bool relocate) {
 // this round's members. Once per store a round formed in; never by the host of that store.
 bool ElasticRendezvousHandler::MoveAfterLostQuorum(const RendezvousQuorumError& error) {
   const auto current = Current();
-  if (options_.replicated_store || !current || !basis_ || basis_->round.round != current->round ||
-      epoch_ != formed_epoch_ || options_.rendezvous.node.serves_store ||
+  if (options_.replicated_store || !AtStoreOfCurrentRound() ||
+      options_.rendezvous.node.serves_store ||
       !rendezvous_->QuorumLostWithout(current->round + 1)) {
     return false;
   }
@@ -283,7 +277,7 @@ bool ElasticRendezvousHandler::RejoinElsewhere(const RendezvousQuorumError& erro
   // others may learn they were counted out only after a request that waited out read_timeout,
   // then move the store within two heartbeat timeouts. A node whose own moved store lost its
   // quorum looks once: the job is not on its side.
-  const bool moved_since_formed = Current() && epoch_ != formed_epoch_;
+  const bool moved_since_formed = Current() && !AtStoreOfCurrentRound();
   const auto patience =
       moved_since_formed ? milliseconds{0} : options_.read_timeout + 2 * options_.failover.window;
   const auto deadline = site_.clock().Now() + patience;
@@ -330,7 +324,7 @@ bool ElasticRendezvousHandler::RejoinElsewhere(const RendezvousQuorumError& erro
 // moved store counts it lost.
 bool ElasticRendezvousHandler::RejoinsAsMember(const StoreAt& moved) {
   const auto current = Current();
-  if (!current || epoch_ != formed_epoch_ || options_.rendezvous.node.serves_store) return false;
+  if (!AtStoreOfCurrentRound() || options_.rendezvous.node.serves_store) return false;
   try {
     return ReadMovedStoreMarker(*moved.store, keys_).basis == current->round;
   } catch (const std::exception&) {
@@ -365,6 +359,13 @@ void ElasticRendezvousHandler::LearnSpareBasis() {
     // The join's own next call meets the same store and reports it.
   } catch (const store::StoreTimeout&) {
   }
+}
+
+// basis_ is learnt where the round formed (Publish), at that store's epoch; a move since changes
+// epoch_, a new member's join clears both.
+bool ElasticRendezvousHandler::AtStoreOfCurrentRound() const {
+  const auto current = Current();
+  return current && basis_ && basis_->round.round == current->round && basis_->epoch == epoch_;
 }
 
 // A node that never formed a round, or whose last round is older than the one it waited

@@ -101,6 +101,8 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   // waited behind serves the moved store, joins that as a newcomer; false otherwise.
   bool FollowMovedStoreAsSpare();
   bool WaitsAsSpare() const;
+  // current_ formed at the store this node uses now (no move since).
+  bool AtStoreOfCurrentRound() const;
   void Event(const std::string& name, const std::string& fields_json);
   std::optional<RendezvousInfo> Publish(const FormedRound& formed);
   // Waits for group rank 0's worker store address; false: rank 0 was declared lost instead.
@@ -115,7 +117,6 @@ class ElasticRendezvousHandler : public RendezvousHandler {
   std::shared_ptr<store::Store> store_;
   HostPort store_at_;
   int epoch_ = 0;
-  int formed_epoch_ = 0;  // the epoch of the store current_ formed at
   std::unique_ptr<DynamicRendezvous> rendezvous_;
   std::shared_ptr<store::Store> round_store_;  // the round's agent keys
   std::shared_ptr<store::Store> job_store_;    // the job's keys that outlive rounds
